@@ -1,0 +1,443 @@
+"""The Slack adapter: a slack-bolt AsyncApp that acknowledges at once and answers in the background.
+
+HTTP mode serves `/slack/events` (signature-verified by bolt) and `GET /healthz` on aiohttp; Socket Mode is
+used when an app-level token is configured. Everything Slack-specific stays here and in `slack_render`;
+the core is reached only through `AnswerService`.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Awaitable, Callable, Iterable, Mapping, Sequence
+
+from aiohttp import web
+from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
+from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.async_handler import AsyncRetryHandler
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+)
+from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.webhook.async_client import AsyncWebhookClient
+
+from adapters.slack_render import (
+    FEEDBACK_DOWN,
+    FEEDBACK_UP,
+    HELP_TEXT,
+    SlackMessage,
+    render_answer,
+    render_text,
+    to_plain,
+)
+from bot.settings import Settings, SettingsError
+from core.models import Asker, Turn
+from core.service import AnswerService, QuestionRejected
+
+logger = logging.getLogger(__name__)
+
+EVENTS_PATH = "/slack/events"
+STATUS_TEXT = "Searching the Regulation…"
+PROGRESS_REACTION = "mag"
+# Threads can be long; the core only needs the recent context.
+MAX_HISTORY_TURNS = 20
+HISTORY_FETCH_LIMIT = 200
+
+HealthDetails = Callable[[], Mapping[str, object]]
+
+
+def build_slack_app(settings: Settings, service: AnswerService) -> AsyncApp:
+    """The bolt app with every listener registered; works for HTTP mode and Socket Mode alike."""
+    if not settings.slack_bot_token:
+        raise SettingsError("Missing setting SLACK_BOT_TOKEN: the bot token (xoxb-…) is required for Slack")
+    retry_handlers = _retry_handlers()
+    client = AsyncWebClient(
+        token=settings.slack_bot_token,
+        base_url=settings.slack_api_url or AsyncWebClient.BASE_URL,
+        retry_handlers=retry_handlers,
+    )
+    # An empty signing secret (Socket Mode) makes every HTTP request fail verification, which is the safe side.
+    app = AsyncApp(client=client, signing_secret=settings.slack_signing_secret or "", name="gdpr-bot")
+    _Listeners(service, client, retry_handlers).register(app)
+    return app
+
+
+def make_web_app(
+    app: AsyncApp,
+    *,
+    extra_routes: Iterable[web.RouteDef] = (),
+    health: HealthDetails | None = None,
+    serve_events: bool = True,
+) -> web.Application:
+    """aiohttp app: `POST /slack/events` (when `serve_events`), `GET /healthz`, and any `extra_routes`.
+
+    `health` adds details (index status, …) to the healthz JSON.
+    """
+
+    async def events(request: web.Request) -> web.Response:
+        bolt_response = await app.async_dispatch(await to_bolt_request(request))
+        return await to_aiohttp_response(bolt_response)
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.json_response({"status": "ok", **(health() if health else {})})
+
+    web_app = web.Application()
+    routes = [web.get("/healthz", healthz), *extra_routes]
+    if serve_events:
+        routes.append(web.post(EVENTS_PATH, events))
+    web_app.add_routes(routes)
+    return web_app
+
+
+def run_slack(
+    settings: Settings,
+    service: AnswerService,
+    port: int = 3000,
+    *,
+    extra_routes: Sequence[web.RouteDef] = (),
+    health: HealthDetails | None = None,
+) -> None:
+    """Serve until interrupted: Socket Mode when SLACK_APP_TOKEN is set, else HTTP mode on `port`.
+
+    In Socket Mode `/healthz` (and `extra_routes`) are still served on `port`, so container health checks
+    and metrics scraping work the same in both modes.
+    """
+    if not settings.slack_app_token and not settings.slack_signing_secret:
+        raise SettingsError(
+            "Missing setting SLACK_SIGNING_SECRET: HTTP mode verifies Slack's request signatures "
+            "(or set SLACK_APP_TOKEN for Socket Mode)"
+        )
+    app = build_slack_app(settings, service)
+    if settings.slack_app_token:
+        web_app = make_web_app(app, extra_routes=extra_routes, health=health, serve_events=False)
+        asyncio.run(_serve_socket_mode(app, settings.slack_app_token, web_app, port))
+    else:
+        logger.info("Slack HTTP mode: listening on port %d at %s", port, EVENTS_PATH)
+        web.run_app(make_web_app(app, extra_routes=extra_routes, health=health), port=port, print=None)
+
+
+async def _serve_socket_mode(app: AsyncApp, app_token: str, web_app: web.Application, port: int) -> None:
+    runner = web.AppRunner(web_app)
+    await runner.setup()
+    await web.TCPSite(runner, port=port).start()
+    handler = AsyncSocketModeHandler(app, app_token)
+    logger.info("Slack Socket Mode: connecting; health on port %d", port)
+    try:
+        await handler.start_async()
+    finally:
+        await handler.close_async()
+        await runner.cleanup()
+
+
+def _retry_handlers() -> list[AsyncRetryHandler]:
+    # Passing handlers replaces slack_sdk's default (connection errors only), so keep that one too.
+    return [AsyncConnectionErrorRetryHandler(), AsyncRateLimitErrorRetryHandler(max_retry_count=3)]
+
+
+@dataclass(frozen=True)
+class _Conversation:
+    """Where a question was asked and where its answer goes."""
+
+    channel: str
+    message_ts: str  # the question's own message: progress reaction, end of the history
+    thread_ts: str | None  # where to reply; None = top level of a DM
+    asker: Asker
+
+    @property
+    def is_follow_up(self) -> bool:
+        """Asked inside an existing thread, whose earlier turns give the question its context."""
+        return self.thread_ts not in (None, self.message_ts)
+
+
+class _RecentKeys:
+    """Keys seen in the last `ttl_s` seconds, bounded in size: Slack retries within minutes."""
+
+    def __init__(self, ttl_s: float = 3600.0, max_keys: int = 50_000):
+        self._ttl_s = ttl_s
+        self._max_keys = max_keys
+        self._seen: OrderedDict[str, float] = OrderedDict()
+
+    def claim(self, *keys: str) -> bool:
+        """True for the first caller with any of `keys`; all of them count as seen afterwards."""
+        now = time.monotonic()
+        while self._seen and (len(self._seen) > self._max_keys or next(iter(self._seen.values())) < now - self._ttl_s):
+            self._seen.popitem(last=False)
+        first = not any(key in self._seen for key in keys)
+        for key in keys:
+            self._seen[key] = now
+            self._seen.move_to_end(key)
+        return first
+
+
+class _Listeners:
+    def __init__(self, service: AnswerService, client: AsyncWebClient, retry_handlers: list[AsyncRetryHandler]):
+        self._service = service
+        self._client = client
+        self._retry_handlers = retry_handlers
+        self._recent = _RecentKeys()
+        # Strong references: the event loop keeps only weak ones to running tasks.
+        self._tasks: set[asyncio.Task] = set()
+        # `/gdpr <first word> …`: adding a subcommand is one entry here.
+        self._subcommands: dict[str, Callable[[AsyncAck, dict, str], Awaitable[None]]] = {
+            "help": self._command_help,
+        }
+
+    def register(self, app: AsyncApp) -> None:
+        app.event("app_mention")(self._on_mention)
+        app.event("message")(self._on_message)
+        app.event("file_shared")(self._acknowledge_only)
+        app.command("/gdpr")(self._on_command)
+        app.action(FEEDBACK_UP)(self._on_feedback)
+        app.action(FEEDBACK_DOWN)(self._on_feedback)
+        # Last: bolt answers 404 to an event without a listener and Slack then retries it for hours.
+        app.event(re.compile(".*"))(self._acknowledge_only)
+
+    # --- listeners -------------------------------------------------------------------------------------
+
+    async def _acknowledge_only(self, ack: AsyncAck) -> None:
+        await ack()
+
+    async def _on_mention(self, ack: AsyncAck, body: dict, event: dict, context: AsyncBoltContext) -> None:
+        await ack()
+        if _from_a_bot(event) or not self._first_delivery(body, event):
+            return
+        thread_ts = event.get("thread_ts") or event["ts"]
+        self._ask_in_thread(event, context, thread_ts)
+
+    async def _on_message(self, ack: AsyncAck, body: dict, event: dict, context: AsyncBoltContext) -> None:
+        await ack()
+        # Channel messages arrive only for thread context; a question there comes as app_mention.
+        if event.get("channel_type") != "im" or event.get("subtype") or _from_a_bot(event):
+            return
+        if not self._first_delivery(body, event):
+            return
+        self._ask_in_thread(event, context, event.get("thread_ts"))
+
+    async def _on_command(self, ack: AsyncAck, command: dict) -> None:
+        text = to_plain(command.get("text") or "")
+        first, _, rest = text.partition(" ")
+        handler = self._subcommands.get(first.lower())
+        if handler is not None:
+            await handler(ack, command, rest.strip())
+        else:
+            await self._command_ask(ack, command, text)
+
+    async def _on_feedback(self, ack: AsyncAck, body: dict, action: dict) -> None:
+        await ack()
+        asker = Asker(
+            platform="slack",
+            workspace=(body.get("team") or {}).get("id"),
+            channel=(body.get("channel") or {}).get("id"),
+            user=(body.get("user") or {}).get("id"),
+        )
+        helpful = action["action_id"] == FEEDBACK_UP
+        self._spawn(self._record_feedback(action.get("value", ""), helpful, asker, body.get("response_url")))
+
+    # --- slash command -----------------------------------------------------------------------------------
+
+    async def _command_help(self, ack: AsyncAck, command: dict, rest: str) -> None:
+        await ack(text=HELP_TEXT, response_type="ephemeral")
+
+    async def _command_ask(self, ack: AsyncAck, command: dict, text: str) -> None:
+        private, question = _private_flag(text)
+        if not question:
+            await self._command_help(ack, command, "")
+            return
+        await ack()
+        asker = Asker(platform="slack", workspace=command.get("team_id"), channel=command.get("channel_id"),
+                      user=command.get("user_id"))
+        self._spawn(self._answer_command(command["response_url"], question, asker, private))
+
+    async def _answer_command(self, response_url: str, question: str, asker: Asker, private: bool) -> None:
+        # response_url works in channels the bot is not a member of, and can answer privately.
+        webhook = AsyncWebhookClient(response_url, retry_handlers=self._retry_handlers)
+        try:
+            answer = await asyncio.to_thread(self._service.ask, question, asker=asker)
+        except QuestionRejected as exc:
+            await _send(webhook, render_text(str(exc)), "ephemeral")
+            return
+        except Exception:
+            await _send(webhook, _apology(), "ephemeral")
+            return
+        visibility = "ephemeral" if private else "in_channel"
+        for message in render_answer(answer, asked_by=None if private else asker.user, question=question):
+            await _send(webhook, message, visibility)
+
+    # --- threads and DMs -----------------------------------------------------------------------------------
+
+    def _first_delivery(self, body: dict, event: dict) -> bool:
+        """Slack retries (same event_id) and the app_mention + message pair (same channel+ts) answer once."""
+        keys = [f"message:{event.get('channel')}:{event.get('ts')}"]
+        if body.get("event_id"):
+            keys.append(f"event:{body['event_id']}")
+        return self._recent.claim(*keys)
+
+    def _ask_in_thread(self, event: dict, context: AsyncBoltContext, thread_ts: str | None) -> None:
+        conversation = _Conversation(
+            channel=event["channel"],
+            message_ts=event["ts"],
+            thread_ts=thread_ts,
+            asker=Asker(platform="slack", workspace=context.team_id or event.get("team"),
+                        channel=event["channel"], user=event.get("user")),
+        )
+        question = to_plain(event.get("text") or "", bot_user_id=context.bot_user_id)
+        self._spawn(self._answer_in_thread(conversation, question, context.bot_user_id, context.bot_id))
+
+    async def _answer_in_thread(self, conv: _Conversation, question: str, bot_user_id: str | None,
+                                bot_id: str | None) -> None:
+        if not question:
+            await self._post(conv, [render_text(HELP_TEXT)])
+            return
+        clear_progress = await self._show_progress(conv)
+        try:
+            history = await self._history(conv, bot_user_id, bot_id) if conv.is_follow_up else ()
+            try:
+                answer = await asyncio.to_thread(self._service.ask, question, history=history, asker=conv.asker)
+                messages = render_answer(answer)
+            except QuestionRejected as exc:
+                messages = [render_text(str(exc))]
+            except Exception:
+                messages = [_apology()]
+            await self._post(conv, messages)
+        finally:
+            await clear_progress()
+
+    async def _show_progress(self, conv: _Conversation) -> Callable[[], Awaitable[None]]:
+        """The assistant status where Slack offers it, else a reaction; returns how to clear it."""
+
+        async def nothing() -> None:
+            return None
+
+        # The status belongs to a thread and clears itself when we reply there; a top-level DM reply has none.
+        if conv.thread_ts:
+            try:
+                await self._client.assistant_threads_setStatus(
+                    channel_id=conv.channel, thread_ts=conv.thread_ts, status=STATUS_TEXT
+                )
+                return nothing
+            except SlackApiError as exc:
+                logger.debug("assistant.threads.setStatus unavailable (%s); using a reaction", exc.response.get("error"))
+        try:
+            await self._client.reactions_add(channel=conv.channel, timestamp=conv.message_ts, name=PROGRESS_REACTION)
+        except SlackApiError as exc:
+            logger.warning("Could not add the progress reaction: %s", exc.response.get("error"))
+            return nothing
+
+        async def remove_reaction() -> None:
+            try:
+                await self._client.reactions_remove(
+                    channel=conv.channel, timestamp=conv.message_ts, name=PROGRESS_REACTION
+                )
+            except SlackApiError as exc:
+                logger.warning("Could not remove the progress reaction: %s", exc.response.get("error"))
+
+        return remove_reaction
+
+    async def _history(self, conv: _Conversation, bot_user_id: str | None, bot_id: str | None) -> tuple[Turn, ...]:
+        """The thread's earlier messages as turns; without them the question is still answered."""
+        try:
+            response = await self._client.conversations_replies(
+                channel=conv.channel, ts=conv.thread_ts, limit=HISTORY_FETCH_LIMIT
+            )
+        except SlackApiError as exc:
+            logger.warning("Could not read the thread history: %s", exc.response.get("error"))
+            return ()
+        turns = []
+        for message in response.get("messages") or []:
+            if float(message.get("ts", "0")) >= float(conv.message_ts):
+                continue
+            own = (bot_id is not None and message.get("bot_id") == bot_id) or (
+                bot_user_id is not None and message.get("user") == bot_user_id
+            )
+            text = to_plain(message.get("text") or "", bot_user_id=bot_user_id)
+            if text:
+                turns.append(Turn(role="assistant" if own else "user", text=text))
+        return tuple(turns[-MAX_HISTORY_TURNS:])
+
+    async def _post(self, conv: _Conversation, messages: list[SlackMessage]) -> None:
+        try:
+            for message in messages:
+                await self._client.chat_postMessage(
+                    channel=conv.channel, thread_ts=conv.thread_ts, text=message.text, blocks=list(message.blocks),
+                    unfurl_links=False, unfurl_media=False,
+                )
+        except SlackApiError:
+            # Most likely a message Slack refused (blocks); a plain apology still tells the asker.
+            reference = _reference()
+            logger.exception("Posting the answer failed (reference %s)", reference)
+            try:
+                await self._client.chat_postMessage(
+                    channel=conv.channel, thread_ts=conv.thread_ts, text=_apology_text(reference)
+                )
+            except SlackApiError:
+                logger.exception("Posting the apology failed too (reference %s)", reference)
+
+    # --- feedback --------------------------------------------------------------------------------------------
+
+    async def _record_feedback(self, request_id: str, helpful: bool, asker: Asker, response_url: str | None) -> None:
+        try:
+            await asyncio.to_thread(self._service.record_feedback, request_id, helpful=helpful, asker=asker)
+            reply = "Thanks for the feedback — it has been recorded."
+        except Exception:
+            reference = _reference()
+            logger.exception("Recording feedback for %s failed (reference %s)", request_id, reference)
+            reply = _apology_text(reference)
+        if response_url:
+            await _send(AsyncWebhookClient(response_url, retry_handlers=self._retry_handlers), render_text(reply),
+                        "ephemeral")
+
+    # --- plumbing ----------------------------------------------------------------------------------------------
+
+    def _spawn(self, work: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("Background Slack task failed", exc_info=task.exception())
+
+
+def _from_a_bot(event: dict) -> bool:
+    return bool(event.get("bot_id")) or event.get("subtype") == "bot_message"
+
+
+def _private_flag(text: str) -> tuple[bool, str]:
+    first, _, rest = text.partition(" ")
+    if first in ("-p", "--private"):
+        return True, rest.strip()
+    return False, text.strip()
+
+
+def _reference() -> str:
+    return uuid.uuid4().hex[:8]
+
+
+def _apology_text(reference: str) -> str:
+    return f":warning: Sorry, something went wrong while answering. Please try again later (reference `{reference}`)."
+
+
+def _apology() -> SlackMessage:
+    """Called inside an `except` block: logs the traceback under the reference shown to the user."""
+    reference = _reference()
+    logger.exception("Answering failed (reference %s)", reference)
+    return render_text(_apology_text(reference))
+
+
+async def _send(webhook: AsyncWebhookClient, message: SlackMessage, response_type: str) -> None:
+    response = await webhook.send(
+        text=message.text, blocks=list(message.blocks), response_type=response_type, replace_original=False
+    )
+    if response.status_code != 200:
+        logger.error("response_url answered %d: %s", response.status_code, response.body)
+
+
+__all__ = ["EVENTS_PATH", "build_slack_app", "make_web_app", "run_slack"]

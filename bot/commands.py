@@ -1,0 +1,121 @@
+"""The subcommands behind `python -m bot`."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Iterable
+
+from bot.settings import Settings
+from bot.wiring import Components, NotReady
+from core.models import Answer, Asker, Turn
+from core.service import QuestionRejected
+
+
+class UserError(Exception):
+    """Something the person running the command must fix; printed as one line."""
+
+
+def dispatch(args: argparse.Namespace, settings: Settings) -> int:
+    handlers = {"ask": ask, "chat": chat, "run": run, "slack": slack, "teams": teams, "index": index}
+    try:
+        return handlers[args.command](args, Components(settings))
+    except (NotReady, RuntimeError, FileNotFoundError) as exc:
+        raise UserError(str(exc)) from None
+
+
+def render_text(answer: Answer) -> str:
+    lines = []
+    for statement in answer.statements:
+        lines.append(statement.text)
+        for i in statement.citations:
+            c = answer.citations[i]
+            lines.append(f"    “{c.quote}”")
+            lines.append(f"    {c.url}")
+    if answer.related:
+        lines.append("Related provisions (not an answer): " + ", ".join(f"{p.label} <{p.url}>" for p in answer.related))
+    if answer.notice:
+        lines.append(f"({answer.notice})")
+    lines.append("Source: Regulation (EU) 2016/679, consolidated text with the 2018 corrigendum. Not legal advice.")
+    return "\n".join(lines)
+
+
+def _answer_lines(components: Components, questions: Iterable[str], as_json: bool) -> int:
+    service = components.service
+    asker = Asker(platform="cli", user=os.environ.get("USER"))
+    for question in questions:
+        if not question.strip():
+            continue
+        try:
+            answer = service.ask(question, asker=asker)
+        except QuestionRejected as exc:
+            print(json.dumps({"question": question, "error": str(exc)}) if as_json else str(exc), flush=True)
+            continue
+        print(json.dumps(answer.to_json(), ensure_ascii=False) if as_json else render_text(answer) + "\n", flush=True)
+    return 0
+
+
+def ask(args, components: Components) -> int:
+    questions = [args.question] if args.question is not None else (line.rstrip("\n") for line in sys.stdin)
+    if args.question is not None and not args.question.strip():
+        raise UserError("the question is empty")
+    return _answer_lines(components, questions, args.json)
+
+
+def chat(args, components: Components) -> int:
+    service = components.service
+    asker = Asker(platform="cli", user=os.environ.get("USER"))
+    history: list[Turn] = []
+    print("Ask about the GDPR (empty line or Ctrl-D to quit).")
+    while True:
+        try:
+            question = input("you> ").strip()
+        except EOFError:
+            print()
+            return 0
+        if not question:
+            return 0
+        try:
+            answer = service.ask(question, history=history, asker=asker)
+        except QuestionRejected as exc:
+            print(str(exc))
+            continue
+        print(render_text(answer) + "\n")
+        history += [Turn("user", question), Turn("assistant", answer.text)]
+
+
+def run(args, components: Components) -> int:
+    settings = components.settings
+    if settings.slack_bot_token:
+        args.port = args.port or 3000
+        return slack(args, components)
+    if settings.microsoft_app_id:
+        args.port, args.host = args.port or 3978, "0.0.0.0"
+        return teams(args, components)
+    if sys.stdin.isatty():
+        return chat(args, components)
+    return _answer_lines(components, (line.rstrip("\n") for line in sys.stdin), as_json=False)
+
+
+def slack(args, components: Components) -> int:
+    from adapters.slack import run_slack
+
+    if not components.settings.slack_bot_token:
+        raise UserError("SLACK_BOT_TOKEN is not set")
+    run_slack(components.settings, components.service, args.port)
+    return 0
+
+
+def teams(args, components: Components) -> int:
+    from adapters.teams import run_teams
+
+    run_teams(components.settings, components.service, args.host, args.port)
+    return 0
+
+
+def index(args, components: Components) -> int:
+    store = components.store
+    dense = components.dense_index(rebuild=args.rebuild, progress=True)
+    print(f"Index ready: {len(store.ids)} provisions, {dense.size} vectors, model {components.embedder.model_id}")
+    return 0

@@ -1,0 +1,91 @@
+"""Builds the pieces from the settings: the one place that knows how they fit together."""
+from __future__ import annotations
+
+import logging
+from functools import cached_property
+from pathlib import Path
+
+from bot.settings import Settings
+from core.dense import DenseIndex, open_chroma
+from core.embedding import Embedder
+from core.provisions import ProvisionStore
+from core.rerank import CrossEncoderReranker, KeepOrder, Reranker
+from core.retrieval import RetrievalConfig, Retriever
+from corpus import LANGUAGES, corpus_file
+
+log = logging.getLogger(__name__)
+
+
+class NotReady(Exception):
+    """The corpus or the index is missing; the message says which command builds it."""
+
+
+def selected_languages(settings: Settings) -> tuple[str, ...]:
+    if settings.languages.strip().lower() == "all":
+        return LANGUAGES
+    chosen = tuple(l.strip().lower() for l in settings.languages.split(",") if l.strip())
+    unknown = [l for l in chosen if l not in LANGUAGES]
+    if unknown:
+        raise NotReady(f"GDPRBOT_LANGUAGES has unknown language(s) {unknown}; valid: {', '.join(LANGUAGES)}")
+    return chosen
+
+
+def ensure_corpus(settings: Settings) -> Path:
+    """Build the provision corpus into the data dir when it is not there yet."""
+    from corpus.build_gdpr_corpus import main as build_corpus
+
+    languages = sorted(set(selected_languages(settings)) | {"en"})
+    if all(corpus_file(settings.corpus_dir, lang).exists() for lang in languages):
+        return settings.corpus_dir
+    log.info("Building the provision corpus into %s", settings.corpus_dir)
+    argv = ["--out", str(settings.corpus_dir), "--lang", ",".join(languages)]
+    if settings.source_dir is not None:
+        argv += ["--source", str(settings.source_dir)]
+    if build_corpus(argv) != 0:
+        raise NotReady("The provision corpus could not be built (see the message above).")
+    return settings.corpus_dir
+
+
+class Components:
+    """Lazily built, shared pieces of one running assistant."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+
+    @cached_property
+    def store(self) -> ProvisionStore:
+        ensure_corpus(self.settings)
+        return ProvisionStore(self.settings.corpus_dir, selected_languages(self.settings))
+
+    @cached_property
+    def embedder(self) -> Embedder:
+        return Embedder(self.settings.embedding_model)
+
+    @cached_property
+    def chroma(self):
+        return open_chroma(self.settings.index_dir, self.settings.chroma_host, self.settings.chroma_port)
+
+    @cached_property
+    def reranker(self) -> Reranker:
+        if self.settings.reranker_model:
+            return CrossEncoderReranker(self.settings.reranker_model)
+        return KeepOrder()
+
+    def dense_index(self, *, rebuild: bool = False, progress: bool = False) -> DenseIndex:
+        index = DenseIndex(self.chroma, self.embedder)
+        index.ensure(self.store.provisions("en"), rebuild=rebuild, progress=progress)
+        return index
+
+    @cached_property
+    def retriever(self) -> Retriever:
+        return Retriever(self.store, self.dense_index(), self.embedder, self.reranker, RetrievalConfig())
+
+    @cached_property
+    def service(self):
+        from core.abstain import AbstentionPolicy
+        from core.assistant import Assistant
+        from core.extractive import ExtractiveGenerator
+
+        generator = ExtractiveGenerator(self.store)
+        return Assistant(self.retriever, generator, abstention=AbstentionPolicy(),
+                         max_question_chars=self.settings.max_question_chars)

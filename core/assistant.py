@@ -1,0 +1,98 @@
+"""The AnswerService every adapter calls: limits → retrieval → abstention → generation → verification → audit."""
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Protocol
+
+from core.abstain import AbstentionPolicy
+from core.models import Answer, Asker, Mode, Statement, Turn
+from core.retrieval import Retrieval, Retriever
+from core.service import QuestionRejected, QuestionTooLong
+from core.verify import Draft, verify
+
+log = logging.getLogger(__name__)
+
+NOT_COVERED = "The Regulation doesn't cover this."
+RELATED_SHOWN = 3
+
+
+class Generator(Protocol):
+    mode: Mode
+
+    def standalone_question(self, question: str, history: Sequence[Turn]) -> str:
+        """What to search for: the question, with what a follow-up leaves implicit filled in from the thread."""
+        ...
+
+    def generate(self, question: str, retrieval: Retrieval, history: Sequence[Turn]) -> tuple[Draft, str | None]:
+        """A draft answer from the retrieved passages, and a notice for the user (or None)."""
+        ...
+
+
+class AuditSink(Protocol):
+    def record_answer(self, answer: Answer, asker: Asker, latency_ms: float) -> None: ...
+
+    def record_feedback(self, request_id: str, helpful: bool, asker: Asker) -> None: ...
+
+
+class FairUse(Protocol):
+    def check(self, asker: Asker) -> None:
+        """Raises RateLimited when the asker or their workspace is over the limit."""
+        ...
+
+
+class Assistant:
+    def __init__(self, retriever: Retriever, generator: Generator, *, abstention: AbstentionPolicy | None = None,
+                 audit: AuditSink | None = None, fair_use: FairUse | None = None, max_question_chars: int = 2000,
+                 k: int = 8):
+        self.retriever = retriever
+        self.generator = generator
+        self.abstention = abstention or AbstentionPolicy()
+        self.audit = audit
+        self.fair_use = fair_use
+        self.max_question_chars = max_question_chars
+        self.k = k
+
+    def ask(self, question: str, *, history: Sequence[Turn] = (), asker: Asker = Asker()) -> Answer:
+        started = time.perf_counter()
+        question = question.strip()
+        if not question:
+            raise QuestionRejected("Please ask a question about the GDPR, e.g. “How quickly must a breach be reported?”")
+        if len(question) > self.max_question_chars:
+            raise QuestionTooLong(len(question), self.max_question_chars)
+        if self.fair_use is not None:
+            self.fair_use.check(asker)
+        answer = self._answer(question, history, uuid.uuid4().hex[:16])
+        latency_ms = (time.perf_counter() - started) * 1000
+        answer.timings_ms["total"] = latency_ms
+        if self.audit is not None:
+            self.audit.record_answer(answer, asker, latency_ms)
+        return answer
+
+    def record_feedback(self, request_id: str, *, helpful: bool, asker: Asker) -> None:
+        if self.audit is not None:
+            self.audit.record_feedback(request_id, helpful, asker)
+
+    def _answer(self, question: str, history: Sequence[Turn], request_id: str) -> Answer:
+        retrieval = self.retriever.run(self.generator.standalone_question(question, history), k=self.k)
+        timings = {"retrieval": retrieval.timings_ms.get("total", 0.0)}
+        decision = self.abstention.decide(question, retrieval)
+        if decision.abstain:
+            log.info("abstained", extra={"request_id": request_id, "reason": decision.reason})
+            return self._abstain(question, retrieval, request_id, timings, None)
+        t = time.perf_counter()
+        draft, notice = self.generator.generate(question, retrieval, history)
+        timings["generation"] = (time.perf_counter() - t) * 1000
+        verified = verify(draft, retrieval.passages)
+        for reason in verified.dropped:
+            log.warning("dropped statement: %s", reason, extra={"request_id": request_id})
+        if draft.not_in_sources or not verified.statements:
+            return self._abstain(question, retrieval, request_id, timings, notice)
+        return Answer(question, False, verified.statements, verified.citations, retrieval.passages,
+                      self.generator.mode, request_id, notice=notice, timings_ms=timings)
+
+    def _abstain(self, question: str, retrieval: Retrieval, request_id: str, timings: dict, notice: str | None) -> Answer:
+        return Answer(question, True, (Statement(NOT_COVERED, ()),), (), retrieval.passages, self.generator.mode,
+                      request_id, related=retrieval.passages[:RELATED_SHOWN], notice=notice, timings_ms=timings)

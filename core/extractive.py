@@ -1,0 +1,81 @@
+"""The extractive generator: answers made of the retrieved provisions' own words.
+
+No network, no model: the top provision (and close runners-up) each contribute the sentence or point
+that shares most with the question, quoted verbatim, in rank order.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from core.followup import contextualise
+from core.models import Mode, Passage, Turn
+from core.provisions import ProvisionStore
+from core.retrieval import Retrieval
+from core.text import tokenize
+from core.verify import Draft, DraftStatement
+from core.vocabulary import expand
+
+# Splits a provision into sentences and lettered/numbered points without losing any character.
+_UNIT_BREAK = re.compile(r"(?<=[.;:])\s+(?=\(?[a-z0-9ivx]{1,4}\)\s|[A-ZÀ-Ý])")
+MAX_QUOTE_CHARS = 420
+
+
+class ExtractiveGenerator:
+    mode: Mode = "extractive"
+
+    def __init__(self, store: ProvisionStore, max_provisions: int = 3, runner_up_ratio: float = 0.85):
+        if max_provisions < 1:
+            raise ValueError("max_provisions must be >= 1")
+        if not 0 < runner_up_ratio <= 1:
+            raise ValueError("runner_up_ratio must be in (0, 1]")
+        self.store = store
+        self.max_provisions = max_provisions
+        self.runner_up_ratio = runner_up_ratio
+
+    def standalone_question(self, question: str, history: Sequence[Turn]) -> str:
+        return contextualise(question, history)
+
+    def generate(self, question: str, retrieval: Retrieval, history: Sequence[Turn] = ()) -> tuple[Draft, str | None]:
+        chosen = self._choose(retrieval)
+        terms = set(tokenize(f"{retrieval.query} {expand(retrieval.query) if retrieval.lang == 'en' else ''}",
+                             retrieval.lang))
+        statements = []
+        for passage in chosen:
+            quote = best_span(passage.text, terms, passage.lang)
+            title = self.store.get(passage.source_id, retrieval.lang).title
+            statements.append(DraftStatement(f"{passage.label} — {title}", (passage.source_id,), quote))
+        return Draft(tuple(statements)), None
+
+    def _choose(self, retrieval: Retrieval) -> list[Passage]:
+        passages = list(retrieval.passages)
+        if not passages:
+            return []
+        if retrieval.referenced:
+            named = [p for p in passages if p.source_id in retrieval.referenced]
+            return named[: self.max_provisions]
+        top = passages[0].score
+        # Scores are fused z-scores (positive for anything relevant); a runner-up joins only when it is
+        # nearly as strong as the first, so a clear answer stays one provision long.
+        return [passages[0]] + [p for p in passages[1: self.max_provisions] if top > 0 and p.score >= self.runner_up_ratio * top]
+
+
+def best_span(text: str, terms: set[str], lang: str) -> str:
+    """The sentence/point of `text` sharing most terms with the question, extended with its
+    neighbours while short; a verbatim substring of `text`."""
+    if len(text) <= MAX_QUOTE_CHARS:
+        return text
+    units = _UNIT_BREAK.split(text)
+    overlaps = [len(terms & set(tokenize(u, lang))) for u in units]
+    best = max(range(len(units)), key=lambda i: (overlaps[i], -i))
+    start, end = best, best + 1
+    while end < len(units) and len(" ".join(units[start:end + 1])) <= MAX_QUOTE_CHARS and overlaps[end] > 0:
+        end += 1
+    span = " ".join(units[start:end])
+    if len(span) > MAX_QUOTE_CHARS:
+        span = span[:MAX_QUOTE_CHARS].rsplit(" ", 1)[0]
+    # Units were split on whitespace that may have been a newline or double space: re-find the exact span.
+    first_words = span.split(" ")
+    pattern = r"\s+".join(re.escape(w) for w in first_words)
+    match = re.search(pattern, text)
+    return match.group(0) if match else units[best]

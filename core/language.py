@@ -1,0 +1,30 @@
+"""Which official language a question is asked in."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+EU_LANGUAGES = (
+    "bg", "cs", "da", "de", "el", "en", "es", "et", "fi", "fr", "ga", "hr",
+    "hu", "it", "lt", "lv", "mt", "nl", "pl", "pt", "ro", "sk", "sl", "sv",
+)
+# Below this probability the guess is noise (very short questions, provision numbers): use the default.
+MIN_CONFIDENCE = 0.5
+
+
+@lru_cache(maxsize=1)
+def _identifier() -> LanguageIdentifier:
+    identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+    identifier.set_languages([lang for lang in EU_LANGUAGES if lang in identifier.labels])
+    return identifier
+
+
+def detect_language(text: str, default: str = "en", allowed: tuple[str, ...] = EU_LANGUAGES) -> str:
+    """ISO 639-1 code of `text` among the official EU languages, or `default` when unsure."""
+    if len(text.strip()) < 3:
+        return default
+    lang, probability = _identifier().classify(text)
+    if probability < MIN_CONFIDENCE or lang not in allowed:
+        return default
+    return lang

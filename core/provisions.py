@@ -1,0 +1,40 @@
+"""The provisions in every language, loaded once from the built corpus and aligned by id."""
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+
+from core.models import Provision
+from corpus import load_corpus
+
+
+class ProvisionStore:
+    """English is loaded at once (dense index, default answers); other languages on first use."""
+
+    def __init__(self, corpus_dir: Path, languages: tuple[str, ...]):
+        if "en" not in languages:
+            languages = ("en",) + tuple(languages)
+        self.corpus_dir = corpus_dir
+        self.languages = languages
+        self._by_lang: dict[str, list[Provision]] = {"en": load_corpus("en", corpus_dir)}
+
+    @cached_property
+    def ids(self) -> list[str]:
+        return [p.id for p in self._by_lang["en"]]
+
+    @cached_property
+    def position(self) -> dict[str, int]:
+        return {pid: i for i, pid in enumerate(self.ids)}
+
+    def provisions(self, lang: str = "en") -> list[Provision]:
+        if lang not in self.languages:
+            lang = "en"
+        if lang not in self._by_lang:
+            loaded = load_corpus(lang, self.corpus_dir)
+            if [p.id for p in loaded] != self.ids:
+                raise RuntimeError(f"The {lang} corpus is not aligned with the English one; rebuild the corpus")
+            self._by_lang[lang] = loaded
+        return self._by_lang[lang]
+
+    def get(self, provision_id: str, lang: str = "en") -> Provision:
+        return self.provisions(lang)[self.position[provision_id]]

@@ -1,0 +1,163 @@
+"""Hybrid retrieval: the one pipeline the bot and the evals call.
+
+question → language route → direct references | (dense on English + BM25 words/n-grams in the
+question's language and English + lay vocabulary) → score fusion with an article-level term →
+reranking → ranked provisions in the user's language.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from core.dense import DenseIndex
+from core.embedding import Embedder
+from core.language import detect_language
+from core.lexical import LexicalIndex
+from core.models import Passage, Provision
+from core.provisions import ProvisionStore
+from core.references import referenced_provisions
+from core.rerank import Reranker
+from core.vocabulary import expand
+
+FUSIONS = ("zsum", "rrf")
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    """Weights of the fused signals. Each is a weight on a per-question z-score (or on 1/(k+rank) for rrf)."""
+
+    fusion: str = "zsum"
+    dense: float = 1.0
+    dense_foreign: float = 0.15  # the English model reads other languages as noise
+    words: float = 1.0
+    grams: float = 0.35
+    english_words: float = 0.3  # English BM25 for a non-English question (mixed-language wording)
+    title: float = 0.35
+    article: float = 0.35
+    vocabulary: bool = True
+    expansion: float = 0.5
+    rrf_k: int = 60
+    rerank_depth: int = 30
+
+    def __post_init__(self):
+        if self.fusion not in FUSIONS:
+            raise ValueError(f"fusion must be one of {FUSIONS}, got {self.fusion!r}")
+        for name in ("dense", "dense_foreign", "words", "grams", "english_words", "title", "article", "expansion"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} weight must be >= 0")
+        if self.rerank_depth < 1:
+            raise ValueError("rerank_depth must be >= 1")
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    query: str  # what was searched: the question, made standalone when it was a follow-up
+    lang: str
+    passages: tuple[Passage, ...]
+    referenced: tuple[str, ...]  # provision ids the question names explicitly
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+def _zscore(values: np.ndarray) -> np.ndarray:
+    std = float(values.std())
+    return (values - values.mean()) / std if std > 1e-9 else np.zeros_like(values)
+
+
+def _rrf(values: np.ndarray, k: int) -> np.ndarray:
+    ranks = np.empty(len(values))
+    ranks[np.argsort(-values, kind="stable")] = np.arange(1, len(values) + 1)
+    return 1.0 / (k + ranks)
+
+
+class Retriever:
+    def __init__(self, store: ProvisionStore, dense: DenseIndex, embedder: Embedder, reranker: Reranker,
+                 config: RetrievalConfig = RetrievalConfig()):
+        self.store = store
+        self.dense = dense
+        self.embedder = embedder
+        self.reranker = reranker
+        self.config = config
+        self._lexical: dict[str, LexicalIndex] = {}
+
+    @cached_property
+    def _articles(self) -> np.ndarray:
+        return np.array([p.article for p in self.store.provisions("en")])
+
+    def lexical(self, lang: str) -> LexicalIndex:
+        if lang not in self._lexical:
+            # The heading is part of what a provision is about ("Right to erasure"), so BM25 sees it once.
+            documents = [f"{p.title}. {p.text}" for p in self.store.provisions(lang)]
+            self._lexical[lang] = LexicalIndex(documents, lang)
+        return self._lexical[lang]
+
+    def with_config(self, config: RetrievalConfig) -> "Retriever":
+        clone = Retriever(self.store, self.dense, self.embedder, self.reranker, config)
+        clone._lexical = self._lexical
+        return clone
+
+    def run(self, query: str, *, k: int = 10, lang: str | None = None) -> Retrieval:
+        started = time.perf_counter()
+        lang = lang or detect_language(query, allowed=self.store.languages)
+        referenced = referenced_provisions(query, self.store.ids)
+        timings: dict[str, float] = {}
+        scores = self._fused_scores(query, lang, timings)
+        order = list(np.argsort(-scores, kind="stable"))
+        ids = self.store.ids
+        ranked = [(ids[i], float(scores[i])) for i in order]
+        t = time.perf_counter()
+        ranked = self.reranker.rerank(query, ranked[: self.config.rerank_depth], self.store) + ranked[self.config.rerank_depth:]
+        timings["rerank"] = (time.perf_counter() - t) * 1000
+        if referenced:
+            top = max(score for _, score in ranked[:1]) + 1.0
+            named = [(pid, top) for pid in referenced]
+            ranked = named + [(pid, s) for pid, s in ranked if pid not in referenced]
+        passages = tuple(self._passage(self.store.get(pid, lang), score) for pid, score in ranked[:k])
+        timings["total"] = (time.perf_counter() - started) * 1000
+        return Retrieval(query, lang, passages, tuple(referenced), timings)
+
+    def _fused_scores(self, query: str, lang: str, timings: dict[str, float]) -> np.ndarray:
+        c = self.config
+        signals: list[tuple[float, np.ndarray]] = []
+        expansion = expand(query) if c.vocabulary and lang == "en" else ""
+
+        t = time.perf_counter()
+        vector = self.embedder.embed_one(f"{query} {expansion}".strip() if expansion else query)
+        timings["embed"] = (time.perf_counter() - t) * 1000
+        t = time.perf_counter()
+        dense_by_id, title_by_article = self.dense.search(vector)
+        timings["dense"] = (time.perf_counter() - t) * 1000
+        floor = min(dense_by_id.values())
+        dense = np.array([dense_by_id.get(pid, floor) for pid in self.store.ids])
+        titles = np.array([title_by_article.get(int(a), 0.0) for a in self._articles])
+        dense_weight = c.dense if lang == "en" else c.dense_foreign
+        signals.append((dense_weight, dense))
+        signals.append((c.title * (1.0 if lang == "en" else c.dense_foreign / max(c.dense, 1e-9)), titles))
+
+        t = time.perf_counter()
+        native = self.lexical(lang)
+        words = native.word_scores(query)
+        if expansion:
+            words = words + c.expansion * native.word_scores(expansion)
+        signals.append((c.words, words))
+        signals.append((c.grams, native.gram_scores(query)))
+        if lang != "en":
+            signals.append((c.english_words, self.lexical("en").word_scores(query)))
+        timings["bm25"] = (time.perf_counter() - t) * 1000
+
+        normalise = _zscore if c.fusion == "zsum" else (lambda v: _rrf(v, c.rrf_k))
+        fused = sum(weight * normalise(values) for weight, values in signals if weight > 0)
+        return fused + c.article * self._article_best(fused)
+
+    def _article_best(self, scores: np.ndarray) -> np.ndarray:
+        """Each provision gets its article's best score: the right article first, then the paragraph."""
+        best = np.full(self._articles.max() + 1, -np.inf)
+        np.maximum.at(best, self._articles, scores)
+        return best[self._articles]
+
+    @staticmethod
+    def _passage(provision: Provision, score: float) -> Passage:
+        return Passage(provision.id, provision.id, provision.text, provision.url, provision.lang, score)
+

@@ -1,0 +1,128 @@
+"""Text folding and the tokenizer for legal text, shared by BM25, references and quote verification."""
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import lru_cache
+
+import snowballstemmer
+
+# Snowball has no stemmer for bg, lv, mt, sk, sl: those languages are matched on folded words and
+# character n-grams only. Croatian uses the Serbian stemmer (Latin script, same inflection).
+_SNOWBALL = {
+    "cs": "czech", "da": "danish", "de": "german", "el": "greek", "en": "english", "es": "spanish",
+    "et": "estonian", "fi": "finnish", "fr": "french", "ga": "irish", "hr": "serbian", "hu": "hungarian",
+    "it": "italian", "lt": "lithuanian", "nl": "dutch", "pl": "polish", "pt": "portuguese", "ro": "romanian",
+    "sv": "swedish",
+}
+
+_QUOTES = str.maketrans({
+    "‘": "'", "’": "'", "‚": "'", "‛": "'", "′": "'", "“": '"', "”": '"', "„": '"', "‟": '"',
+    "«": '"', "»": '"', "‹": "'", "›": "'", "–": "-", "—": "-", "‑": "-", "\u00ad": None,
+})
+
+
+def fold(text: str) -> str:
+    """Unicode-, whitespace- and typographic-quote-insensitive form used to re-find quotes verbatim."""
+    text = unicodedata.normalize("NFKC", text).translate(_QUOTES)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def _folded_chars(text: str) -> tuple[str, list[int]]:
+    """`fold(text).casefold()` built char by char, with each folded char's index in `text`."""
+    out: list[str] = []
+    origin: list[int] = []
+    for i, char in enumerate(text):
+        folded = unicodedata.normalize("NFKC", char).translate(_QUOTES).casefold()
+        if folded.isspace() or not folded and char.isspace():
+            if out and out[-1] != " ":
+                out.append(" ")
+                origin.append(i)
+            continue
+        for f in folded:
+            out.append(f)
+            origin.append(i)
+    return "".join(out), origin
+
+
+def find_verbatim(quote: str, text: str) -> str | None:
+    """The exact span of `text` that `quote` matches after Unicode, whitespace, case and
+    typographic-quote folding, or None. What a user sees is always this span, never the quote as given."""
+    needle = fold(quote).casefold()
+    if not needle:
+        return None
+    haystack, origin = _folded_chars(text)
+    at = haystack.find(needle)
+    if at < 0:
+        return None
+    return text[origin[at]: origin[at + len(needle) - 1] + 1]
+
+
+def strip_accents(text: str) -> str:
+    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+
+
+# How "paragraph" is written after an article number in the official languages (as users type it).
+PARAGRAPH_WORDS = (
+    "paragraph", "para", "absatz", "abs", "paragraphe", "apartado", "paragrafo", "comma", "lid", "ustęp", "ust",
+    "stycke", "punkt", "odstavec", "odst", "odsek", "stavak", "alínea", "n\.º", "nr", "kohta", "lõige", "bekezdés",
+    "dalis", "punkts", "paragrafu", "alin", "mír", "παράγραφος", "παρ", "параграф",
+)
+
+# "Art. 33(1)", "Article 4(7)", "Artikel 33 Absatz 1" are single units in queries and in the text, so a
+# question naming a provision matches it exactly rather than every text containing "33" or "1".
+_REFERENCE = re.compile(
+    r"\b(?:art(?:icle|ikel|ículo|iculo|icolo|igo|ykuł|ykul|ikla|iklis|ikkel|iculul|\.)?s?)\s*\.?\s*"
+    r"(\d{1,2})(?:\s*\((\d{1,2})\)|\s*,?\s*(?:" + "|".join(PARAGRAPH_WORDS) + r")\.?\s*(\d{1,2})\b)?",
+    re.IGNORECASE,
+)
+_BARE_REFERENCE = re.compile(r"\b(\d{1,2})\((\d{1,2})\)")
+# Grouped numbers as printed ("20 000 000", "20.000.000") are one token.
+_GROUPED_NUMBER = re.compile(r"\b\d{1,3}(?:[ \u00a0\u202f.,]\d{3})+\b")
+_WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*|\d+", re.UNICODE)
+
+
+@lru_cache(maxsize=None)
+def _stemmer(lang: str):
+    name = _SNOWBALL.get(lang)
+    return snowballstemmer.stemmer(name) if name else None
+
+
+def _reference_token(article: str, paragraph: str | None) -> list[str]:
+    tokens = [f"art{int(article)}"]
+    if paragraph:
+        tokens.append(f"art{int(article)}_{int(paragraph)}")
+    return tokens
+
+
+def tokenize(text: str, lang: str = "en") -> list[str]:
+    """Lower-cased, stemmed, accent-folded tokens; references and grouped numbers kept as units."""
+    text = unicodedata.normalize("NFKC", text).translate(_QUOTES)
+    tokens: list[str] = []
+
+    def take_reference(match: re.Match) -> str:
+        groups = match.groups() + (None,)
+        tokens.extend(_reference_token(groups[0], groups[1] or groups[2]))
+        return " "
+
+    text = _REFERENCE.sub(take_reference, text)
+    text = _BARE_REFERENCE.sub(take_reference, text)
+    text = _GROUPED_NUMBER.sub(lambda m: " " + re.sub(r"\D", "", m.group(0)) + " ", text)
+    words = [w for w in _WORD.findall(text.lower())]
+    stemmer = _stemmer(lang)
+    if stemmer is not None:
+        words = stemmer.stemWords(words)
+    tokens.extend(strip_accents(w) for w in words)
+    return tokens
+
+
+def char_ngrams(text: str, n: int = 4) -> list[str]:
+    """Character n-grams inside words: joins compounds and inflections a stemmer misses
+    (Dutch "boete" in "geldboeten", German "benannt"/"benennen" share most 4-grams)."""
+    grams: list[str] = []
+    for word in _WORD.findall(strip_accents(unicodedata.normalize("NFKC", text).lower())):
+        if len(word) < 4 or word.isdigit():
+            continue
+        padded = f"_{word}_"
+        grams.extend(padded[i:i + n] for i in range(len(padded) - n + 1))
+    return grams

@@ -1,0 +1,110 @@
+"""A local stand-in for the Bot Connector service: records every activity a bot POSTs to it.
+
+Point an incoming activity's `serviceUrl` at `FakeBotConnector.url` and the Teams adapter replies
+here instead of to Microsoft. Serves on loopback only; used by the adapter tests and the evals.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from aiohttp import web
+
+POLL_INTERVAL_S = 0.02
+
+
+@dataclass(frozen=True)
+class SentActivity:
+    """One activity as the bot sent it, with where it was addressed."""
+
+    conversation_id: str
+    reply_to_id: str | None
+    activity: dict[str, Any]
+    authorization: str | None
+    id: str
+    accepted: bool = True
+
+    @property
+    def type(self) -> str | None:
+        return self.activity.get("type")
+
+    @property
+    def text(self) -> str:
+        return self.activity.get("text") or ""
+
+
+class FakeBotConnector:
+    """`async with FakeBotConnector() as connector:` serves on a free loopback port at `connector.url`.
+
+    `reject` plays Teams refusing a message it finds invalid (it answers 400 to the whole activity
+    over one field): activities it matches are recorded with `accepted=False` and get a 400.
+    """
+
+    def __init__(self, reject: Callable[[dict[str, Any]], bool] | None = None) -> None:
+        self.sent: list[SentActivity] = []
+        self._reject = reject
+        self.url = ""
+        self._ids = itertools.count(1)
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> str:
+        app = web.Application()
+        app.router.add_post("/v3/conversations/{conversation_id}/activities", self._receive)
+        app.router.add_post("/v3/conversations/{conversation_id}/activities/{reply_to_id}", self._receive)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        await web.SockSite(self._runner, sock).start()
+        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}/"
+        return self.url
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> FakeBotConnector:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    async def wait_for(
+        self, predicate: Callable[[SentActivity], bool] = lambda _: True, *, count: int = 1, timeout: float = 5.0
+    ) -> list[SentActivity]:
+        """The first `count` recorded activities matching `predicate`, waiting at most `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            matching = [sent for sent in self.sent if predicate(sent)]
+            if len(matching) >= count:
+                return matching[:count]
+            if time.monotonic() >= deadline:
+                raise TimeoutError(
+                    f"expected {count} matching activities within {timeout} s; received "
+                    f"{[(s.type, s.text[:60]) for s in self.sent]}"
+                )
+            await asyncio.sleep(POLL_INTERVAL_S)
+
+    async def _receive(self, request: web.Request) -> web.Response:
+        activity = await request.json()
+        sent = SentActivity(
+            conversation_id=request.match_info["conversation_id"],
+            reply_to_id=request.match_info.get("reply_to_id"),
+            activity=activity,
+            authorization=request.headers.get("Authorization"),
+            id=f"sent-{next(self._ids)}",
+            accepted=not (self._reject and self._reject(activity)),
+        )
+        self.sent.append(sent)
+        if not sent.accepted:
+            return web.json_response({"error": {"code": "BadArgument", "message": "Activity rejected"}}, status=400)
+        return web.json_response({"id": sent.id})
+
+
+__all__ = ["FakeBotConnector", "SentActivity"]

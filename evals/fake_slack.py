@@ -1,0 +1,263 @@
+"""A local stand-in for Slack, for the adapter's tests and the load benchmark.
+
+`FakeSlack` is the Web API (and `response_url`s) on loopback: it records every call, answers like Slack,
+and returns 429 with Retry-After or `ok: false` errors on demand. The payload builders and `sign()` play
+Slack's other side: correctly signed Events API, slash-command and interactivity requests.
+`LoopbackSlack` wires the real bolt app to both, on free loopback ports.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import itertools
+import json
+import time
+import uuid
+from collections import defaultdict, deque
+from dataclasses import dataclass
+from typing import Callable
+from urllib.parse import parse_qsl, urlencode
+
+from aiohttp import ClientSession, web
+
+from adapters.slack import EVENTS_PATH, build_slack_app, make_web_app
+from bot.settings import Settings
+from core.service import AnswerService
+
+BOT_USER_ID = "UBOT00001"
+BOT_ID = "BBOT00001"
+TEAM_ID = "T00000001"
+BOT_TOKEN = "xoxb-fake-token"
+SIGNING_SECRET = "fake-signing-secret"
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request the fake received: a Web API method, or "response_url"."""
+
+    method: str
+    params: dict
+    status: int
+    at: float  # time.monotonic()
+
+
+class FakeSlack:
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+        self._rate_limits: dict[str, deque[int]] = defaultdict(deque)
+        self._errors: dict[str, str] = {}
+        self._messages: list[dict] = []
+        self._ts = itertools.count(1)
+        self._runner: web.AppRunner | None = None
+        self.base_url = ""
+
+    # --- control ---------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.add_routes([web.route("*", "/api/{method}", self._api), web.post("/response/{key}", self._response_url)])
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.base_url = f"http://127.0.0.1:{_bound_port(site)}"
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    @property
+    def api_url(self) -> str:
+        return f"{self.base_url}/api/"
+
+    def response_url(self) -> str:
+        return f"{self.base_url}/response/{uuid.uuid4().hex}"
+
+    def rate_limit(self, method: str, retry_after_s: int = 1, times: int = 1) -> None:
+        """The next `times` calls of `method` get 429 with `Retry-After: retry_after_s`."""
+        self._rate_limits[method].extend([retry_after_s] * times)
+
+    def fail(self, method: str, error: str) -> None:
+        """Every call of `method` answers `{"ok": false, "error": error}`, as Slack does."""
+        self._errors[method] = error
+
+    def add_message(self, channel: str, ts: str, text: str, *, user: str | None = None, bot_id: str | None = None,
+                    thread_ts: str | None = None) -> None:
+        """A message that conversations.replies will return (as if a person or bot had posted it)."""
+        message = {"type": "message", "ts": ts, "text": text, "channel": channel, "thread_ts": thread_ts or ts}
+        message |= {"user": user} if user else {}
+        message |= {"bot_id": bot_id} if bot_id else {}
+        self._messages.append(message)
+
+    # --- inspection --------------------------------------------------------------------------------------
+
+    def calls_to(self, method: str, where: Callable[[dict], bool] = lambda _: True) -> list[Call]:
+        return [c for c in self.calls if c.method == method and c.status == 200 and where(c.params)]
+
+    async def wait_for(self, method: str, count: int = 1, *, where: Callable[[dict], bool] = lambda _: True,
+                       timeout_s: float = 5.0) -> list[Call]:
+        """Poll until `count` successful calls of `method` (matching `where`) arrived; AssertionError if not."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            calls = self.calls_to(method, where)
+            if len(calls) >= count or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.02)
+        assert len(calls) >= count, f"expected {count} {method} call(s), got {len(calls)}: {self.calls}"
+        return calls
+
+    # --- handlers ----------------------------------------------------------------------------------------
+
+    async def _api(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        params = await _params(request)
+        if self._rate_limits[method]:
+            retry_after = self._rate_limits[method].popleft()
+            self.calls.append(Call(method, params, 429, time.monotonic()))
+            return web.json_response({"ok": False, "error": "ratelimited"}, status=429,
+                                     headers={"Retry-After": str(retry_after)})
+        self.calls.append(Call(method, params, 200, time.monotonic()))
+        if method in self._errors:
+            return web.json_response({"ok": False, "error": self._errors[method]})
+        return web.json_response(self._answer(method, params))
+
+    def _answer(self, method: str, params: dict) -> dict:
+        if method == "auth.test":
+            return {"ok": True, "url": "https://fake.slack.test/", "team": "Fake", "user": "gdpr-bot",
+                    "team_id": TEAM_ID, "user_id": BOT_USER_ID, "bot_id": BOT_ID}
+        if method == "chat.postMessage":
+            ts = f"{int(time.time())}.{next(self._ts):06d}"
+            self.add_message(params["channel"], ts, params.get("text", ""), user=BOT_USER_ID, bot_id=BOT_ID,
+                             thread_ts=params.get("thread_ts"))
+            return {"ok": True, "channel": params["channel"], "ts": ts, "message": {"text": params.get("text")}}
+        if method == "conversations.replies":
+            thread = [m for m in self._messages if m["channel"] == params["channel"] and m["thread_ts"] == params["ts"]]
+            return {"ok": True, "messages": sorted(thread, key=lambda m: float(m["ts"])), "has_more": False}
+        return {"ok": True}
+
+    async def _response_url(self, request: web.Request) -> web.Response:
+        self.calls.append(Call("response_url", await request.json(), 200, time.monotonic()))
+        return web.Response(text="ok")
+
+
+async def _params(request: web.Request) -> dict:
+    params = dict(request.query)
+    if request.content_type == "application/json":
+        params |= await request.json()
+    elif request.can_read_body:
+        params |= dict(parse_qsl(await request.text()))
+    if isinstance(params.get("blocks"), str):
+        params["blocks"] = json.loads(params["blocks"])
+    return params
+
+
+def _bound_port(site: web.TCPSite) -> int:
+    return site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+
+# --- Slack's side of the conversation -------------------------------------------------------------------
+
+
+def sign(body: str, *, secret: str = SIGNING_SECRET, timestamp: int | None = None) -> dict[str, str]:
+    """Headers Slack sends: `v0=` HMAC-SHA256 over `v0:{timestamp}:{body}` with the signing secret."""
+    timestamp = int(time.time()) if timestamp is None else timestamp
+    digest = hmac.new(secret.encode(), f"v0:{timestamp}:{body}".encode(), hashlib.sha256).hexdigest()
+    return {"X-Slack-Request-Timestamp": str(timestamp), "X-Slack-Signature": f"v0={digest}"}
+
+
+def event_body(event: dict, *, event_id: str | None = None) -> str:
+    """An Events API envelope (JSON) around `event`."""
+    return json.dumps({
+        "token": "unused", "team_id": TEAM_ID, "api_app_id": "A00000001", "type": "event_callback",
+        "event_id": event_id or f"Ev{uuid.uuid4().hex[:10].upper()}", "event_time": int(time.time()),
+        "authorizations": [{"team_id": TEAM_ID, "user_id": BOT_USER_ID, "is_bot": True}],
+        "event": event,
+    })
+
+
+def mention(text: str, *, channel: str = "C00000001", ts: str, user: str = "U00000001",
+            thread_ts: str | None = None) -> dict:
+    event = {"type": "app_mention", "user": user, "text": f"<@{BOT_USER_ID}> {text}", "ts": ts,
+             "channel": channel, "team": TEAM_ID, "event_ts": ts}
+    return event | ({"thread_ts": thread_ts} if thread_ts else {})
+
+
+def command_body(text: str, *, response_url: str, channel: str = "C00000001", user: str = "U00000001") -> str:
+    """A `/gdpr` slash-command request (form-encoded)."""
+    return urlencode({
+        "token": "unused", "team_id": TEAM_ID, "team_domain": "fake", "channel_id": channel,
+        "channel_name": "general", "user_id": user, "user_name": "asker", "command": "/gdpr", "text": text,
+        "api_app_id": "A00000001", "response_url": response_url, "trigger_id": "1.2.3",
+    })
+
+
+def button_body(action_id: str, value: str, *, response_url: str, channel: str = "C00000001",
+                user: str = "U00000002") -> str:
+    """A block_actions request for a button click (form-encoded `payload`)."""
+    payload = {
+        "type": "block_actions", "team": {"id": TEAM_ID, "domain": "fake"}, "user": {"id": user},
+        "api_app_id": "A00000001", "token": "unused", "trigger_id": "1.2.3", "response_url": response_url,
+        "channel": {"id": channel, "name": "general"}, "container": {"type": "message", "channel_id": channel},
+        "actions": [{"type": "button", "action_id": action_id, "block_id": "feedback", "value": value,
+                     "action_ts": str(time.time())}],
+    }
+    return urlencode({"payload": json.dumps(payload)})
+
+
+class LoopbackSlack:
+    """The real bolt app in HTTP mode and a `FakeSlack`, each on a free loopback port.
+
+        async with LoopbackSlack(service) as slack:
+            status, _ = await slack.post(event_body(mention("…", ts="1.1")))
+    """
+
+    def __init__(self, service: AnswerService, *, signing_secret: str = SIGNING_SECRET):
+        self.service = service
+        self.fake = FakeSlack()
+        self._signing_secret = signing_secret
+        self._runner: web.AppRunner | None = None
+        self._session: ClientSession | None = None
+        self.events_url = ""
+
+    async def __aenter__(self) -> LoopbackSlack:
+        await self.fake.start()
+        settings = Settings(slack_bot_token=BOT_TOKEN, slack_signing_secret=self._signing_secret,
+                            slack_api_url=self.fake.api_url, slack_app_token=None)
+        web_app = make_web_app(build_slack_app(settings, self.service))
+        self._runner = web.AppRunner(web_app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.base_url = f"http://127.0.0.1:{_bound_port(site)}"
+        self.events_url = self.base_url + EVENTS_PATH
+        self._session = ClientSession()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._session is not None:
+            await self._session.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+        await self.fake.stop()
+
+    async def post(self, body: str, *, headers: dict[str, str] | None = None,
+                   content_type: str | None = None) -> tuple[int, str]:
+        """POST a signed request to /slack/events (unless `headers` carry their own signature)."""
+        assert self._session is not None
+        content_type = content_type or ("application/json" if body.startswith("{") else
+                                        "application/x-www-form-urlencoded")
+        all_headers = {"Content-Type": content_type} | (headers if headers is not None else sign(body))
+        async with self._session.post(self.events_url, data=body.encode(), headers=all_headers) as response:
+            return response.status, await response.text()
+
+    async def get(self, path: str) -> tuple[int, str]:
+        assert self._session is not None
+        async with self._session.get(self.base_url + path) as response:
+            return response.status, await response.text()
+
+
+__all__ = [
+    "BOT_ID", "BOT_TOKEN", "BOT_USER_ID", "Call", "FakeSlack", "LoopbackSlack", "SIGNING_SECRET", "TEAM_ID",
+    "button_body", "command_body", "event_body", "mention", "sign",
+]

@@ -1,0 +1,94 @@
+"""Measurement harness: `python -m evals.run_eval {retrieval,latency,abstention,citations,answers,slack-load}`."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from bot.settings import load_settings
+from bot.wiring import Components
+from core.retrieval import RetrievalConfig, Retriever
+from evals.metrics import DEFAULT_QUESTIONS, load_questions, rank_of, summarise
+
+
+def evaluate_retrieval(retriever: Retriever, questions, k: int) -> dict:
+    answerable = [q for q in questions if q.answerable]
+    per_question = []
+    for q in answerable:
+        ranked = [p.source_id for p in retriever.run(q.question, k=max(k, 10)).passages]
+        per_question.append({"id": q.id, "lang": q.lang, "expected": list(q.expected), "ranked": ranked[:10],
+                             "rank": rank_of(q.expected, ranked)})
+    by_lang = {}
+    for lang in sorted({row["lang"] for row in per_question}):
+        by_lang[lang] = summarise([r["rank"] for r in per_question if r["lang"] == lang], k)
+    overall = summarise([r["rank"] for r in per_question], k)
+    return {**overall, "k": k, "by_lang": by_lang, "per_question": per_question}
+
+
+def _print_retrieval(result: dict) -> None:
+    for row in result["per_question"]:
+        mark = "ok " if row["rank"] == 1 else ("   " if row["rank"] else "MISS")
+        print(f"{mark} {row['id']:<8} rank={row['rank']!s:<4} expected={','.join(row['expected'])} top={', '.join(row['ranked'][:3])}")
+    print()
+    print(f"{'lang':<6}{'n':>4}{'hit@1':>8}{'recall@' + str(result['k']):>10}{'MRR':>7}")
+    for lang, m in result["by_lang"].items():
+        print(f"{lang:<6}{m['n']:>4}{m['hit_at_1']:>8.3f}{m['recall_at_k']:>10.3f}{m['mrr']:>7.3f}")
+    print(f"{'all':<6}{result['n']:>4}{result['hit_at_1']:>8.3f}{result['recall_at_k']:>10.3f}{result['mrr']:>7.3f}")
+
+
+SWEEP = {
+    "default": {},
+    "rrf": {"fusion": "rrf"},
+    "no-vocabulary": {"vocabulary": False},
+    "no-article-term": {"article": 0.0},
+    "no-titles": {"title": 0.0},
+    "no-grams": {"grams": 0.0},
+    "dense-only": {"words": 0.0, "grams": 0.0, "english_words": 0.0, "title": 0.0},
+    "bm25-only": {"dense": 0.0, "dense_foreign": 0.0, "title": 0.0},
+}
+
+
+def cmd_retrieval(args, components: Components) -> int:
+    questions = load_questions(args.questions)
+    retriever = components.retriever
+    if args.sweep:
+        rows = {}
+        for name, change in SWEEP.items():
+            result = evaluate_retrieval(retriever.with_config(replace(RetrievalConfig(), **change)), questions, args.k)
+            en = result["by_lang"].get("en", {})
+            other = summarise([r["rank"] for r in result["per_question"] if r["lang"] != "en"], args.k)
+            rows[name] = {"all": {k: result[k] for k in ("hit_at_1", "recall_at_k", "mrr")}, "en": en, "other": other}
+        if args.json:
+            print(json.dumps(rows, indent=2))
+        else:
+            print(f"{'configuration':<18}{'EN hit@1':>9}{'EN R@' + str(args.k):>8}{'EN MRR':>8}{'other hit@1':>13}{'other MRR':>11}")
+            for name, row in rows.items():
+                print(f"{name:<18}{row['en']['hit_at_1']:>9.3f}{row['en']['recall_at_k']:>8.3f}{row['en']['mrr']:>8.3f}"
+                      f"{row['other']['hit_at_1']:>13.3f}{row['other']['mrr']:>11.3f}")
+        return 0
+    result = evaluate_retrieval(retriever, questions, args.k)
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False))
+    else:
+        _print_retrieval(result)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m evals.run_eval", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    retrieval = commands.add_parser("retrieval", help="hit@1, recall@k and MRR on a questions file")
+    retrieval.add_argument("--questions", type=Path, default=DEFAULT_QUESTIONS)
+    retrieval.add_argument("--k", type=int, default=5)
+    retrieval.add_argument("--json", action="store_true")
+    retrieval.add_argument("--sweep", action="store_true", help="compare fusion/vocabulary/title configurations")
+    args = parser.parse_args(argv)
+    components = Components(load_settings())
+    handlers = {"retrieval": cmd_retrieval}
+    return handlers[args.command](args, components)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

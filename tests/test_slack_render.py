@@ -1,0 +1,182 @@
+"""What Slack users see: escaping, the look of answers vs abstentions, and splitting within Slack's limits."""
+from __future__ import annotations
+
+import json
+import re
+
+from adapters.slack_render import (
+    ABSTAIN_HEADER,
+    DOCUMENTS_HEADER,
+    FEEDBACK_DOWN,
+    FEEDBACK_UP,
+    MAX_BLOCKS,
+    MAX_TEXT_CHARS,
+    SOURCE_LINE,
+    SlackMessage,
+    escape,
+    render_answer,
+    render_text,
+    to_plain,
+)
+from core.models import Answer, Citation, Passage, Statement
+
+URL = "https://eur-lex.europa.eu/legal-content/EN/TXT/HTML/?uri=CELEX:32016R0679#art_33"
+HOSTILE = "<!channel> <!here|here> <!everyone> <@U12345678> @here a < b & c > d <https://evil.example|click>"
+
+
+def _answer(statements=(), citations=(), *, abstained=False, related=(), notice=None) -> Answer:
+    return Answer("q?", abstained, tuple(statements), tuple(citations), (), "extractive", "req-1",
+                  related=tuple(related), notice=notice)
+
+
+def _citation(label: str, quote: str, *, kind="regulation", url=URL) -> Citation:
+    return Citation(label, label, quote, url, "en", kind)
+
+
+def _texts(message: SlackMessage) -> list[str]:
+    """Every mrkdwn/plain text in the message's blocks, in order."""
+    texts = []
+    for block in message.blocks:
+        if "text" in block:
+            texts.append(block["text"]["text"])
+        texts += [e["text"] if isinstance(e["text"], str) else e["text"]["text"] for e in block.get("elements", [])]
+    return texts
+
+
+def _everything(messages: list[SlackMessage]) -> str:
+    return "\n".join(m.text + "\n" + "\n".join(_texts(m)) for m in messages)
+
+
+# --- escaping ---------------------------------------------------------------------------------------------
+
+
+def test_escape_neutralises_broadcasts_mentions_and_markup():
+    escaped = escape(HOSTILE)
+    assert "<" not in escaped and ">" not in escaped
+    assert "&lt;!channel&gt;" in escaped and "&lt;@U12345678&gt;" in escaped
+    assert "a &lt; b &amp; c &gt; d" in escaped
+    assert "@here" not in escaped  # the bare broadcast carries a zero-width space
+    assert "@\u200bhere" in escaped
+
+
+def test_model_and_user_text_cannot_ping_or_link_in_a_rendered_answer():
+    answer = _answer([Statement(HOSTILE, (0,))], [_citation("Art. 33(1)", HOSTILE)], notice=HOSTILE)
+    messages = render_answer(answer, asked_by="U00000001", question=HOSTILE)
+    everything = _everything(messages)
+    assert "<!" not in everything
+    assert re.findall(r"<@\w+", everything) == ["<@U00000001"] * everything.count("<@U00000001")
+    assert "<https://evil" not in everything
+    assert all(link.startswith("<https://eur-lex") for link in re.findall(r"<http[^>]*>", everything))
+    # verbatim: Slack must not auto-link names or parse mentions in what we echo
+    for message in messages:
+        for block in message.blocks:
+            if block["type"] == "section":
+                assert block["text"]["verbatim"] is True
+
+
+def test_to_plain_turns_slack_encoding_into_what_the_person_typed():
+    text = "<@UBOT00001> Does <@U123|alice> need consent &amp; a DPIA for <https://x.example/a|this> in <#C1|legal>?"
+    assert to_plain(text, bot_user_id="UBOT00001") == "Does @alice need consent & a DPIA for this in #legal?"
+    assert to_plain("&lt;script&gt; <!here>") == "<script> @here"
+
+
+def test_non_http_links_render_as_plain_labels():
+    answer = _answer([Statement("See the policy.", (0,))], [_citation("Policy.pdf, p. 2", "q", kind="document",
+                                                                     url="javascript:alert(1)")])
+    assert "javascript" not in _everything(render_answer(answer))
+
+
+# --- the look of answers and abstentions -------------------------------------------------------------------------
+
+
+def test_answer_shows_statements_linked_labels_quotes_source_and_feedback():
+    answer = _answer([Statement("Notify within 72 hours.", (0,))], [_citation("Art. 33(1)", "not later than 72 hours")])
+    [message] = render_answer(answer)
+    texts = _texts(message)
+    assert texts[0] == "Notify within 72 hours. [Art. 33(1)]"  # the statement names the provision it rests on
+    assert f"*<{URL}|Art. 33(1)>*\n>not later than 72 hours" in texts
+    assert SOURCE_LINE in texts
+    assert ABSTAIN_HEADER not in _everything([message])
+    [actions] = [b for b in message.blocks if b["type"] == "actions"]
+    assert [(e["action_id"], e["value"]) for e in actions["elements"]] == [(FEEDBACK_UP, "req-1"),
+                                                                           (FEEDBACK_DOWN, "req-1")]
+    assert message.text.startswith("Notify within 72 hours.")
+
+
+def test_abstention_looks_different_and_lists_related_provisions_as_not_an_answer():
+    related = Passage("Art. 33(1)", "Art. 33(1)", "…", URL, "en", 0.4)
+    answer = _answer([Statement("The Regulation doesn't cover this.", ())], abstained=True,
+                     related=[related, related])
+    [message] = render_answer(answer)
+    texts = _texts(message)
+    assert texts[0] == f":grey_question: *{ABSTAIN_HEADER}*"
+    assert texts.count(texts[0]) == 1 and "The Regulation doesn't cover this." not in texts
+    assert f"Related provisions (not an answer): <{URL}|Art. 33(1)>" in texts
+    assert not any(t.startswith("*<") for t in texts)  # no citation quotes
+    assert message.text == f"{ABSTAIN_HEADER}."
+
+
+def test_document_citations_come_after_the_regulation_under_their_own_header():
+    answer = _answer([Statement("Both apply.", (0, 1))], [
+        _citation("Records.pdf, p. 7", "we keep records", kind="document", url=""),
+        _citation("Art. 30(1)", "Each controller shall maintain a record"),
+    ])
+    [message] = render_answer(answer)
+    texts = _texts(message)
+    header = next(i for i, t in enumerate(texts) if DOCUMENTS_HEADER in t)
+    assert texts.index(f"*<{URL}|Art. 30(1)>*\n>Each controller shall maintain a record") < header
+    assert texts[header + 1] == "*Records.pdf, p. 7*\n>we keep records"
+
+
+def test_notice_is_shown_as_a_context_line():
+    answer = _answer([Statement("x", ())], notice="The language model was unavailable; extractive answer shown.")
+    [message] = render_answer(answer)
+    contexts = [b["elements"][0]["text"] for b in message.blocks if b["type"] == "context"]
+    assert ":information_source: The language model was unavailable; extractive answer shown." in contexts
+
+
+def test_render_text_sets_the_fallback():
+    message = render_text("Please try again in 3 s.")
+    assert message.text == "Please try again in 3 s." and _texts(message) == ["Please try again in 3 s."]
+
+
+# --- splitting ------------------------------------------------------------------------------------------------
+
+
+def test_a_very_long_answer_is_split_into_messages_within_slacks_limits_never_mid_quote():
+    statements = [Statement(f"Statement {i}: " + "the controller shall " * 25, (i % 30,)) for i in range(80)]
+    citations = [_citation(f"Art. {i}(1)", f"quote {i} " + "lorem ipsum dolor " * 140) for i in range(30)]
+    citations.append(_citation("Art. 99(9)", "giant " * 750))  # one quote longer than a section can hold
+    messages = render_answer(_answer(statements, citations))
+
+    assert len(messages) > 3
+    for message in messages:
+        assert 0 < len(message.text) <= 3000
+        assert len(message.blocks) <= MAX_BLOCKS
+        assert len(json.dumps(message.blocks, ensure_ascii=False)) < 12_000
+        assert all(len(t) <= MAX_TEXT_CHARS for t in _texts(message))
+    for citation in citations:
+        [home] = [m for m in messages if f"|{citation.label}>" in _everything([m])]
+        quoted = [t for t in _texts(home) if t.startswith(">") or f"|{citation.label}>" in t]
+        lines = [line[1:] for t in quoted for line in t.split("\n") if line.startswith(">")]
+        body = " ".join(lines)
+        assert re.sub(r"\s+", " ", citation.quote).strip() in re.sub(r"\s+", " ", body)
+    # the statements stay in order, and the footer closes the last message only
+    first_words = [t.split(":")[0] for m in messages for t in _texts(m) if t.startswith("Statement")]
+    assert first_words == sorted(first_words, key=lambda w: int(w.split()[1]))
+    assert [i for i, m in enumerate(messages) if any(b["type"] == "actions" for b in m.blocks)] == [len(messages) - 1]
+
+
+def test_a_long_statement_line_is_cut_at_a_space():
+    [message] = render_answer(_answer([Statement("word " * 1000, ())]))[:1]
+    texts = _texts(message)
+    assert all(len(t) <= MAX_TEXT_CHARS for t in texts)
+    assert all(not t.endswith("wor") for t in texts)
+
+
+def test_a_quote_too_long_for_any_message_is_split_at_blocks_and_stays_quoted():
+    messages = render_answer(_answer([Statement("x", (0,))], [_citation("Art. 99(9)", "giant " * 3000)]))
+    quote_texts = [t for m in messages for t in _texts(m) if "giant" in t]
+    assert len({id(m) for m in messages if any("giant" in t for t in _texts(m))}) > 1
+    assert all(line.startswith(">") for t in quote_texts for line in t.split("\n"))
+    assert sum(t.count("giant") for t in quote_texts) == 3000
