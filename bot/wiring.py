@@ -6,14 +6,17 @@ from functools import cached_property
 from pathlib import Path
 
 from bot.settings import Settings
-from core.dense import DenseIndex, open_chroma
+from core.dense import VectorCollection, open_chroma, provision_entries
 from core.embedding import Embedder
+from core.lexical import LexicalIndexes
 from core.provisions import ProvisionStore
 from core.rerank import CrossEncoderReranker, KeepOrder, Reranker
 from core.retrieval import RetrievalConfig, Retriever
-from corpus import LANGUAGES, corpus_file
+from corpus import LANGUAGES, corpus_file, load_guides
 
 log = logging.getLogger(__name__)
+
+REGULATION_COLLECTION = "gdpr-regulation-en"
 
 
 class NotReady(Exception):
@@ -71,14 +74,21 @@ class Components:
             return CrossEncoderReranker(self.settings.reranker_model)
         return KeepOrder()
 
-    def dense_index(self, *, rebuild: bool = False, progress: bool = False) -> DenseIndex:
-        index = DenseIndex(self.chroma, self.embedder)
-        index.ensure(self.store.provisions("en"), rebuild=rebuild, progress=progress)
+    @cached_property
+    def guides(self) -> dict[str, list[str]]:
+        return load_guides("en")
+
+    def dense_index(self, *, rebuild: bool = False, progress: bool = False) -> VectorCollection:
+        index = VectorCollection(self.chroma, self.embedder, REGULATION_COLLECTION)
+        entries = provision_entries(self.store.provisions("en"), self.guides, self.embedder)
+        if index.ensure(entries, rebuild=rebuild, progress=progress):
+            log.info("Embedded %d entries of the Regulation into %s", len(entries), index.name)
         return index
 
     @cached_property
     def retriever(self) -> Retriever:
-        return Retriever(self.store, self.dense_index(), self.embedder, self.reranker, RetrievalConfig())
+        lexical = LexicalIndexes(self.store, self.guides)
+        return Retriever(self.store, self.dense_index(), self.embedder, self.reranker, RetrievalConfig(), lexical)
 
     @cached_property
     def service(self):

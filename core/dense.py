@@ -1,10 +1,11 @@
-"""Dense vectors of the provisions in Chroma, rebuilt only when the model or the corpus changes."""
+"""Dense vectors in Chroma: one collection per body of text, rebuilt only when the model or the text changes."""
 from __future__ import annotations
 
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import chromadb
@@ -13,8 +14,8 @@ import numpy as np
 from core.embedding import Embedder
 from core.models import Provision
 
-# Bumped when what is embedded changes (chunking, title handling), so stored vectors are rebuilt.
-INDEX_SCHEMA = 2
+# Bumped when what is embedded changes (chunking, entry kinds), so stored vectors are rebuilt.
+INDEX_SCHEMA = 3
 _SENTENCE_END = re.compile(r"(?<=[.;:])\s+(?=(?:\([a-z]+\)\s)|[A-Z(])")
 
 
@@ -27,10 +28,20 @@ def open_chroma(index_dir: Path, host: str | None = None, port: int = 8000) -> c
     return chromadb.PersistentClient(path=str(index_dir / "chroma"), settings=settings)
 
 
-def corpus_hash(provisions: Sequence[Provision]) -> str:
+@dataclass(frozen=True)
+class Entry:
+    """One embedded text. `key` is what a hit scores (a provision id, an article number, a document
+    chunk id); several entries may share a key (chunks of a long provision) and are max-pooled."""
+
+    key: str
+    kind: str
+    text: str
+
+
+def fingerprint(entries: Iterable[Entry]) -> str:
     digest = hashlib.sha256()
-    for p in provisions:
-        digest.update(json.dumps([p.id, p.title, p.text], ensure_ascii=False).encode())
+    for e in entries:
+        digest.update(json.dumps([e.key, e.kind, e.text], ensure_ascii=False).encode())
     return digest.hexdigest()[:16]
 
 
@@ -43,77 +54,103 @@ def chunk_text(text: str, embedder: Embedder) -> list[str]:
     chunks: list[str] = []
     current: list[str] = []
     for sentence in _SENTENCE_END.split(text):
-        candidate = " ".join(current + [sentence])
-        if current and embedder.count_tokens(candidate) > limit:
+        if current and embedder.count_tokens(" ".join(current + [sentence])) > limit:
             chunks.append(" ".join(current))
-            current = [current[0], sentence] if len(chunks) == 1 else [sentence]
-        else:
-            current.append(sentence)
+            current = []
+        current.append(sentence)
     chunks.append(" ".join(current))
     return chunks
 
 
-class DenseIndex:
-    """One Chroma collection of provision chunks (max-pooled back to provisions at query time)
-    and article titles (for the article-level score)."""
+def provision_entries(provisions: Sequence[Provision], guides: Mapping[str, Sequence[str]],
+                      embedder: Embedder) -> list[Entry]:
+    """The Regulation's entries: provision text chunks, guide lines, article headings."""
+    entries = [Entry(p.id, "text", chunk) for p in provisions for chunk in chunk_text(p.text, embedder)]
+    entries += [Entry(p.id, "guide", line) for p in provisions for line in guides.get(p.id, ()) if line.strip()]
+    entries += [Entry(str(article), "title", title) for article, title in dict((p.article, p.title) for p in provisions).items()]
+    return entries
 
-    def __init__(self, client: chromadb.ClientAPI, embedder: Embedder, name: str = "gdpr-provisions-en"):
+
+class VectorCollection:
+    def __init__(self, client: chromadb.ClientAPI, embedder: Embedder, name: str):
         self._client = client
         self._embedder = embedder
-        self._name = name
+        self.name = name
         self._collection = None
 
-    def ensure(self, provisions: Sequence[Provision], *, rebuild: bool = False, progress: bool = False) -> bool:
+    def ensure(self, entries: Sequence[Entry], *, rebuild: bool = False, progress: bool = False) -> bool:
         """Open the stored collection, or (re)build it when missing, stale or `rebuild`. True if built."""
-        expected = {"model": self._embedder.model_id, "corpus": corpus_hash(provisions), "schema": INDEX_SCHEMA}
-        existing = next((c for c in self._client.list_collections() if c.name == self._name), None)
-        if existing is not None and not rebuild:
-            collection = self._client.get_collection(self._name, embedding_function=None)
-            stored = collection.metadata or {}
-            if all(stored.get(k) == v for k, v in expected.items()) and collection.count() > 0:
-                self._collection = collection
-                return False
-        if existing is not None:
-            self._client.delete_collection(self._name)
-        self._collection = self._build(provisions, expected, progress)
+        expected = {"model": self._embedder.model_id, "fingerprint": fingerprint(entries), "schema": INDEX_SCHEMA}
+        if not rebuild and self._open_matching(expected):
+            return False
+        self.drop()
+        self._collection = self._create(expected)
+        self.add(entries, progress=progress)
         return True
 
-    def _build(self, provisions: Sequence[Provision], metadata: dict, progress: bool):
-        ids, texts, metadatas = [], [], []
-        for p in provisions:
-            for n, chunk in enumerate(chunk_text(p.text, self._embedder)):
-                ids.append(f"{p.id}#{n}")
-                texts.append(chunk)
-                metadatas.append({"provision": p.id, "article": p.article, "kind": "text"})
-        for article, title in dict((p.article, p.title) for p in provisions).items():
-            ids.append(f"title:{article}")
-            texts.append(title)
-            metadatas.append({"provision": "", "article": article, "kind": "title"})
-        vectors = self._embedder.embed(texts, progress=progress)
-        collection = self._client.create_collection(
-            self._name, embedding_function=None, metadata=metadata, configuration={"hnsw": {"space": "cosine"}}
-        )
-        for start in range(0, len(ids), 256):
-            end = start + 256
-            collection.add(ids=ids[start:end], embeddings=vectors[start:end].tolist(),
-                           metadatas=metadatas[start:end], documents=texts[start:end])
-        return collection
+    def open_or_create(self) -> None:
+        """For collections that grow by `add` (uploaded documents): same model, or start afresh."""
+        expected = {"model": self._embedder.model_id, "schema": INDEX_SCHEMA}
+        if not self._open_matching(expected):
+            self.drop()
+            self._collection = self._create(expected)
+
+    def _open_matching(self, expected: dict) -> bool:
+        if self.name not in {c.name for c in self._client.list_collections()}:
+            return False
+        collection = self._client.get_collection(self.name, embedding_function=None)
+        stored = collection.metadata or {}
+        if any(stored.get(k) != v for k, v in expected.items()):
+            return False
+        self._collection = collection
+        return True
+
+    def _create(self, metadata: dict):
+        return self._client.create_collection(self.name, embedding_function=None, metadata=metadata,
+                                              configuration={"hnsw": {"space": "cosine"}})
+
+    def drop(self) -> None:
+        if self.name in {c.name for c in self._client.list_collections()}:
+            self._client.delete_collection(self.name)
+        self._collection = None
+
+    def add(self, entries: Sequence[Entry], *, extra: Mapping[str, str | int] | None = None, progress: bool = False) -> None:
+        if not entries:
+            return
+        vectors = self._embedder.embed([e.text for e in entries], progress=progress)
+        seen: dict[tuple[str, str], int] = {}
+        ids = []
+        for e in entries:
+            n = seen[(e.kind, e.key)] = seen.get((e.kind, e.key), -1) + 1
+            ids.append(f"{e.kind}:{e.key}:{n}")
+        for start in range(0, len(entries), 256):
+            batch = entries[start:start + 256]
+            self._collection.add(
+                ids=ids[start:start + 256],
+                embeddings=vectors[start:start + 256].tolist(),
+                metadatas=[{"key": e.key, "kind": e.kind, **(extra or {})} for e in batch],
+                documents=[e.text for e in batch],
+            )
+
+    def delete(self, where: Mapping[str, str | int]) -> None:
+        self._collection.delete(where=dict(where))
 
     @property
     def size(self) -> int:
         return self._collection.count()
 
-    def search(self, query_vector: np.ndarray) -> tuple[dict[str, float], dict[int, float]]:
-        """Cosine similarity of every provision (best chunk) and every article title to the query."""
-        result = self._collection.query(
-            query_embeddings=[query_vector.tolist()], n_results=self.size, include=["distances", "metadatas"]
-        )
-        provisions: dict[str, float] = {}
-        titles: dict[int, float] = {}
+    def search(self, query_vector: np.ndarray, n_results: int | None = None) -> dict[str, dict[str, float]]:
+        """Cosine similarity per kind and key (best entry of each key), over the nearest `n_results`
+        entries (all of them by default)."""
+        size = self.size
+        if size == 0:
+            return {}
+        result = self._collection.query(query_embeddings=[query_vector.tolist()], n_results=min(n_results or size, size),
+                                        include=["distances", "metadatas"])
+        best: dict[str, dict[str, float]] = {}
         for distance, meta in zip(result["distances"][0], result["metadatas"][0]):
+            per_key = best.setdefault(meta["kind"], {})
             similarity = 1.0 - float(distance)
-            if meta["kind"] == "title":
-                titles[int(meta["article"])] = similarity
-            elif similarity > provisions.get(meta["provision"], -1.0):
-                provisions[meta["provision"]] = similarity
-        return provisions, titles
+            if similarity > per_key.get(meta["key"], -1.0):
+                per_key[meta["key"]] = similarity
+        return best

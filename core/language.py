@@ -5,10 +5,8 @@ from functools import lru_cache
 
 from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
-EU_LANGUAGES = (
-    "bg", "cs", "da", "de", "el", "en", "es", "et", "fi", "fr", "ga", "hr",
-    "hu", "it", "lt", "lv", "mt", "nl", "pl", "pt", "ro", "sk", "sl", "sv",
-)
+from corpus import LANGUAGES as EU_LANGUAGES
+
 # Below this probability the guess is noise (very short questions, provision numbers): use the default.
 MIN_CONFIDENCE = 0.5
 

@@ -2,11 +2,14 @@
 compounds and inflections a stemmer does not join."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Mapping, Sequence
+from functools import cached_property
 
 import numpy as np
 from rank_bm25 import BM25Okapi
 
+from core.provisions import ProvisionStore
 from core.text import char_ngrams, tokenize
 
 
@@ -21,3 +24,28 @@ class LexicalIndex:
 
     def gram_scores(self, text: str) -> np.ndarray:
         return self._grams.get_scores(char_ngrams(text))
+
+
+class LexicalIndexes:
+    """The BM25 indexes of one corpus: per language (built on first use, as most deployments see a
+    handful of languages) and over the English provision guides."""
+
+    def __init__(self, store: ProvisionStore, guides: Mapping[str, Sequence[str]]):
+        self._store = store
+        self._guides = guides
+        self._by_lang: dict[str, LexicalIndex] = {}
+        self._lock = threading.Lock()
+
+    def language(self, lang: str) -> LexicalIndex:
+        with self._lock:
+            if lang not in self._by_lang:
+                # The heading is part of what a provision is about ("Right to erasure"), so BM25 sees it once.
+                documents = [f"{p.title}. {p.text}" for p in self._store.provisions(lang)]
+                self._by_lang[lang] = LexicalIndex(documents, lang)
+            return self._by_lang[lang]
+
+    @cached_property
+    def guide(self) -> LexicalIndex | None:
+        if not self._guides:
+            return None
+        return LexicalIndex([" ".join(self._guides.get(pid, ())) for pid in self._store.ids], "en")

@@ -12,10 +12,10 @@ from functools import cached_property
 
 import numpy as np
 
-from core.dense import DenseIndex
+from core.dense import VectorCollection
 from core.embedding import Embedder
 from core.language import detect_language
-from core.lexical import LexicalIndex
+from core.lexical import LexicalIndexes
 from core.models import Passage, Provision
 from core.provisions import ProvisionStore
 from core.references import referenced_provisions
@@ -32,6 +32,8 @@ class RetrievalConfig:
     fusion: str = "zsum"
     dense: float = 1.0
     dense_foreign: float = 0.15  # the English model reads other languages as noise
+    guide_dense: float = 1.0
+    guide_words: float = 0.7
     words: float = 1.0
     grams: float = 0.35
     english_words: float = 0.3  # English BM25 for a non-English question (mixed-language wording)
@@ -39,13 +41,14 @@ class RetrievalConfig:
     article: float = 0.35
     vocabulary: bool = True
     expansion: float = 0.5
+    expand_dense: bool = False  # the dense model reads lay wording well; expansion terms dilute it
     rrf_k: int = 60
     rerank_depth: int = 30
 
     def __post_init__(self):
         if self.fusion not in FUSIONS:
             raise ValueError(f"fusion must be one of {FUSIONS}, got {self.fusion!r}")
-        for name in ("dense", "dense_foreign", "words", "grams", "english_words", "title", "article", "expansion"):
+        for name in ("dense", "dense_foreign", "guide_dense", "guide_words", "words", "grams", "english_words", "title", "article", "expansion"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} weight must be >= 0")
         if self.rerank_depth < 1:
@@ -73,37 +76,28 @@ def _rrf(values: np.ndarray, k: int) -> np.ndarray:
 
 
 class Retriever:
-    def __init__(self, store: ProvisionStore, dense: DenseIndex, embedder: Embedder, reranker: Reranker,
-                 config: RetrievalConfig = RetrievalConfig()):
+    def __init__(self, store: ProvisionStore, dense: VectorCollection, embedder: Embedder, reranker: Reranker,
+                 config: RetrievalConfig, lexical: LexicalIndexes):
         self.store = store
         self.dense = dense
+        self.lexical = lexical
         self.embedder = embedder
         self.reranker = reranker
         self.config = config
-        self._lexical: dict[str, LexicalIndex] = {}
 
     @cached_property
     def _articles(self) -> np.ndarray:
         return np.array([p.article for p in self.store.provisions("en")])
 
-    def lexical(self, lang: str) -> LexicalIndex:
-        if lang not in self._lexical:
-            # The heading is part of what a provision is about ("Right to erasure"), so BM25 sees it once.
-            documents = [f"{p.title}. {p.text}" for p in self.store.provisions(lang)]
-            self._lexical[lang] = LexicalIndex(documents, lang)
-        return self._lexical[lang]
-
     def with_config(self, config: RetrievalConfig) -> "Retriever":
-        clone = Retriever(self.store, self.dense, self.embedder, self.reranker, config)
-        clone._lexical = self._lexical
-        return clone
+        return Retriever(self.store, self.dense, self.embedder, self.reranker, config, self.lexical)
 
     def run(self, query: str, *, k: int = 10, lang: str | None = None) -> Retrieval:
         started = time.perf_counter()
         lang = lang or detect_language(query, allowed=self.store.languages)
         referenced = referenced_provisions(query, self.store.ids)
         timings: dict[str, float] = {}
-        scores = self._fused_scores(query, lang, timings)
+        scores = self.fuse(self.signals(query, lang, timings), lang)
         order = list(np.argsort(-scores, kind="stable"))
         ids = self.store.ids
         ranked = [(ids[i], float(scores[i])) for i in order]
@@ -118,38 +112,55 @@ class Retriever:
         timings["total"] = (time.perf_counter() - started) * 1000
         return Retrieval(query, lang, passages, tuple(referenced), timings)
 
-    def _fused_scores(self, query: str, lang: str, timings: dict[str, float]) -> np.ndarray:
+    def signals(self, query: str, lang: str, timings: dict[str, float] | None = None) -> dict[str, np.ndarray]:
+        """Every raw score of every provision for `query`, by signal name (see RetrievalConfig)."""
+        timings = {} if timings is None else timings
         c = self.config
-        signals: list[tuple[float, np.ndarray]] = []
         expansion = expand(query) if c.vocabulary and lang == "en" else ""
 
         t = time.perf_counter()
-        vector = self.embedder.embed_one(f"{query} {expansion}".strip() if expansion else query)
+        vector = self.embedder.embed_one(f"{query} {expansion}" if expansion and c.expand_dense else query)
         timings["embed"] = (time.perf_counter() - t) * 1000
         t = time.perf_counter()
-        dense_by_id, title_by_article = self.dense.search(vector)
+        hits = self.dense.search(vector)
         timings["dense"] = (time.perf_counter() - t) * 1000
-        floor = min(dense_by_id.values())
-        dense = np.array([dense_by_id.get(pid, floor) for pid in self.store.ids])
-        titles = np.array([title_by_article.get(int(a), 0.0) for a in self._articles])
-        dense_weight = c.dense if lang == "en" else c.dense_foreign
-        signals.append((dense_weight, dense))
-        signals.append((c.title * (1.0 if lang == "en" else c.dense_foreign / max(c.dense, 1e-9)), titles))
+        titles = hits.get("title", {})
+        found = {
+            "dense": self._per_provision(hits.get("text", {})),
+            "guide_dense": self._per_provision(hits.get("guide", {})),
+            "title": np.array([titles.get(str(a), 0.0) for a in self._articles]),
+        }
 
         t = time.perf_counter()
-        native = self.lexical(lang)
-        words = native.word_scores(query)
+        native = self.lexical.language(lang)
+        found["words"] = native.word_scores(query)
         if expansion:
-            words = words + c.expansion * native.word_scores(expansion)
-        signals.append((c.words, words))
-        signals.append((c.grams, native.gram_scores(query)))
+            found["words"] = found["words"] + c.expansion * native.word_scores(expansion)
+        found["grams"] = native.gram_scores(query)
         if lang != "en":
-            signals.append((c.english_words, self.lexical("en").word_scores(query)))
+            found["english_words"] = self.lexical.language("en").word_scores(query)
+        guide = self.lexical.guide
+        if guide is not None:
+            found["guide_words"] = guide.word_scores(query)
+            if expansion:
+                found["guide_words"] = found["guide_words"] + c.expansion * guide.word_scores(expansion)
         timings["bm25"] = (time.perf_counter() - t) * 1000
+        return found
 
+    def fuse(self, signals: dict[str, np.ndarray], lang: str) -> np.ndarray:
+        c = self.config
+        # The English model reads other languages as noise: its signals count for little there.
+        foreign = 1.0 if lang == "en" else c.dense_foreign
+        weights = {"dense": c.dense * foreign, "guide_dense": c.guide_dense * foreign, "title": c.title * foreign,
+                   "words": c.words, "grams": c.grams, "english_words": c.english_words,
+                   "guide_words": c.guide_words if lang == "en" else c.english_words}
         normalise = _zscore if c.fusion == "zsum" else (lambda v: _rrf(v, c.rrf_k))
-        fused = sum(weight * normalise(values) for weight, values in signals if weight > 0)
+        fused = sum(weights[name] * normalise(values) for name, values in signals.items() if weights[name] > 0)
         return fused + c.article * self._article_best(fused)
+
+    def _per_provision(self, similarity: dict[str, float]) -> np.ndarray:
+        floor = min(similarity.values(), default=0.0)
+        return np.array([similarity.get(pid, floor) for pid in self.store.ids])
 
     def _article_best(self, scores: np.ndarray) -> np.ndarray:
         """Each provision gets its article's best score: the right article first, then the paragraph."""

@@ -33,4 +33,24 @@ def load_corpus(lang: str, corpus_dir: Path) -> list[Provision]:
         return [Provision(**json.loads(line)) for line in lines if line.strip()]
 
 
-__all__ = ["BUILD_COMMAND", "LANGUAGES", "corpus_file", "load_corpus"]
+GUIDES_DIR = Path(__file__).parent / "guides"
+
+
+def load_guides(lang: str = "en", guides_dir: Path = GUIDES_DIR) -> dict[str, list[str]]:
+    """The curated plain-language guide per provision id: what it says and what people ask when they
+    need it, in everyday words. Search-only: it helps find a provision and is never quoted or cited."""
+    guides: dict[str, list[str]] = {}
+    for path in sorted(Path(guides_dir).glob(f"{lang}_*.jsonl")):
+        with path.open(encoding="utf-8") as lines:
+            for n, line in enumerate(lines, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                    guides[row["id"]] = [row["about"], *row.get("asks", []), row.get("keywords", "")]
+                except (ValueError, KeyError) as exc:
+                    raise ValueError(f"{path}:{n}: not a guide entry ({exc})") from None
+    return guides
+
+
+__all__ = ["BUILD_COMMAND", "GUIDES_DIR", "LANGUAGES", "corpus_file", "load_corpus", "load_guides"]

@@ -1,8 +1,9 @@
 """A local stand-in for Slack, for the adapter's tests and the load benchmark.
 
-`FakeSlack` is the Web API (and `response_url`s) on loopback: it records every call, answers like Slack,
-and returns 429 with Retry-After or `ok: false` errors on demand. The payload builders and `sign()` play
-Slack's other side: correctly signed Events API, slash-command and interactivity requests.
+`FakeSlack` is the Web API, `response_url`s and a Socket Mode WebSocket, on loopback: it records every
+call, answers like Slack, and returns 429 with Retry-After or `ok: false` errors on demand.
+The payload builders and `sign()` play Slack's other side: correctly signed Events API, slash-command
+and interactivity requests.
 `LoopbackSlack` wires the real bolt app to both, on free loopback ports.
 """
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from typing import Callable
 from urllib.parse import parse_qsl, urlencode
 
-from aiohttp import ClientSession, web
+from aiohttp import ClientSession, WSMsgType, web
 
 from adapters.slack import EVENTS_PATH, build_slack_app, make_web_app
 from bot.settings import Settings
@@ -50,13 +51,18 @@ class FakeSlack:
         self._messages: list[dict] = []
         self._ts = itertools.count(1)
         self._runner: web.AppRunner | None = None
+        self._sockets: list[web.WebSocketResponse] = []
         self.base_url = ""
 
     # --- control ---------------------------------------------------------------------------------------
 
     async def start(self) -> None:
         app = web.Application()
-        app.add_routes([web.route("*", "/api/{method}", self._api), web.post("/response/{key}", self._response_url)])
+        app.add_routes([
+            web.route("*", "/api/{method}", self._api),
+            web.post("/response/{key}", self._response_url),
+            web.get("/socket-mode", self._socket_mode),
+        ])
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -64,6 +70,8 @@ class FakeSlack:
         self.base_url = f"http://127.0.0.1:{_bound_port(site)}"
 
     async def stop(self) -> None:
+        for socket in self._sockets:
+            await socket.close()
         if self._runner is not None:
             await self._runner.cleanup()
 
@@ -89,6 +97,20 @@ class FakeSlack:
         message |= {"user": user} if user else {}
         message |= {"bot_id": bot_id} if bot_id else {}
         self._messages.append(message)
+
+    async def push_envelope(self, payload: dict, envelope_type: str = "events_api") -> str:
+        """Deliver `payload` over every Socket Mode connection, as Slack does; returns the envelope id."""
+        envelope_id = uuid.uuid4().hex
+        for socket in self._sockets:
+            await socket.send_json({"envelope_id": envelope_id, "type": envelope_type, "payload": payload,
+                                    "accepts_response_payload": envelope_type != "events_api", "retry_attempt": 0})
+        return envelope_id
+
+    async def wait_for_socket(self, timeout_s: float = 5.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not self._sockets and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        assert self._sockets, "no Socket Mode connection"
 
     # --- inspection --------------------------------------------------------------------------------------
 
@@ -131,6 +153,8 @@ class FakeSlack:
             self.add_message(params["channel"], ts, params.get("text", ""), user=BOT_USER_ID, bot_id=BOT_ID,
                              thread_ts=params.get("thread_ts"))
             return {"ok": True, "channel": params["channel"], "ts": ts, "message": {"text": params.get("text")}}
+        if method == "apps.connections.open":
+            return {"ok": True, "url": self.base_url.replace("http://", "ws://") + "/socket-mode"}
         if method == "conversations.replies":
             thread = [m for m in self._messages if m["channel"] == params["channel"] and m["thread_ts"] == params["ts"]]
             return {"ok": True, "messages": sorted(thread, key=lambda m: float(m["ts"])), "has_more": False}
@@ -139,6 +163,19 @@ class FakeSlack:
     async def _response_url(self, request: web.Request) -> web.Response:
         self.calls.append(Call("response_url", await request.json(), 200, time.monotonic()))
         return web.Response(text="ok")
+
+
+    async def _socket_mode(self, request: web.Request) -> web.WebSocketResponse:
+        """Socket Mode: say hello, then record each acknowledgement the app sends back."""
+        socket = web.WebSocketResponse()
+        await socket.prepare(request)
+        self._sockets.append(socket)
+        await socket.send_json({"type": "hello", "num_connections": 1, "connection_info": {"app_id": "A00000001"}})
+        async for frame in socket:
+            if frame.type == WSMsgType.TEXT:
+                self.calls.append(Call("socket_mode_ack", json.loads(frame.data), 200, time.monotonic()))
+        self._sockets.remove(socket)
+        return socket
 
 
 async def _params(request: web.Request) -> dict:

@@ -3,7 +3,7 @@
 Measures how fast every event is acknowledged (Slack's limit: 3 s), that each question gets exactly one
 answer, and the latency from sending the event to Slack receiving chat.postMessage (p50/p95).
 
-    run(args)                # the real AnswerService from bot.wiring
+    run(args)                # the real AnswerService, as bot.wiring builds it
     run(args, service=svc)   # any AnswerService
 """
 from __future__ import annotations
@@ -44,12 +44,10 @@ def run(args: argparse.Namespace, service: AnswerService | None = None) -> dict:
 
 
 def _real_service() -> AnswerService:
-    try:
-        from bot.settings import load_settings
-        from bot.wiring import build_service
-    except ImportError as exc:
-        raise SystemExit(f"slack-load needs the real AnswerService (bot.wiring.build_service): {exc}") from None
-    return build_service(load_settings())
+    from bot.settings import load_settings
+    from bot.wiring import Components
+
+    return Components(load_settings()).service
 
 
 async def _benchmark(service: AnswerService, n: int, timeout_s: float) -> dict:
@@ -91,7 +89,7 @@ async def _benchmark(service: AnswerService, n: int, timeout_s: float) -> dict:
         "answered_exactly_once": sum(count == 1 for count in answers.values()),
         "unanswered": sum(count == 0 for count in answers.values()),
         "answered_more_than_once": sum(count > 1 for count in answers.values()),
-        "replies_without_answer": sum(
+        "apologies_or_rejections": sum(
             1 for ts in threads if posts_by_thread[ts] and not any(_has_feedback(c) for c in posts_by_thread[ts])
         ),
         "p50_ms": round(_percentile(latencies, 50) * 1000, 1) if latencies else None,
@@ -139,10 +137,15 @@ def _summary(result: dict) -> str:
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The benchmark's options, for `python -m evals.run_eval slack-load` and for this module's own CLI."""
     parser.add_argument("--n", type=int, default=50, help="concurrent app_mention events (default 50)")
     parser.add_argument("--timeout", type=float, help="seconds to wait for all answers (default max(60, 2n))")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_arguments(parser)
     run(parser.parse_args())
 
 
