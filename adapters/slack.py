@@ -9,11 +9,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import signal
 import time
 import uuid
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Awaitable, Callable, Iterable, Mapping, Sequence
+from functools import partial
+from typing import Awaitable, Callable, Iterable, Mapping, Sequence, TypeVar
 
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
@@ -33,6 +36,7 @@ from adapters.slack_render import (
     FEEDBACK_UP,
     HELP_TEXT,
     SlackMessage,
+    escape,
     render_answer,
     render_text,
     to_plain,
@@ -46,11 +50,15 @@ logger = logging.getLogger(__name__)
 EVENTS_PATH = "/slack/events"
 STATUS_TEXT = "Searching the Regulation…"
 PROGRESS_REACTION = "mag"
+# The core is synchronous and CPU-bound, so it runs on threads of its own: aiohttp resolves Slack's hostname
+# on the loop's default executor, which a backlog of questions must not starve.
+CORE_THREADS = 4
 # Threads can be long; the core only needs the recent context.
 MAX_HISTORY_TURNS = 20
 HISTORY_FETCH_LIMIT = 200
 
 HealthDetails = Callable[[], Mapping[str, object]]
+T = TypeVar("T")
 
 
 def build_slack_app(settings: Settings, service: AnswerService) -> AsyncApp:
@@ -104,36 +112,63 @@ def run_slack(
     extra_routes: Sequence[web.RouteDef] = (),
     health: HealthDetails | None = None,
 ) -> None:
-    """Serve until interrupted: Socket Mode when SLACK_APP_TOKEN is set, else HTTP mode on `port`.
+    """Serve until SIGINT/SIGTERM: Socket Mode when SLACK_APP_TOKEN is set, else HTTP mode on `port`."""
+    try:
+        asyncio.run(_until_terminated(serve_slack(settings, service, port, extra_routes=extra_routes, health=health)))
+    except KeyboardInterrupt:
+        logger.info("Slack adapter stopped")
+
+
+async def serve_slack(
+    settings: Settings,
+    service: AnswerService,
+    port: int,
+    *,
+    host: str = "0.0.0.0",
+    extra_routes: Sequence[web.RouteDef] = (),
+    health: HealthDetails | None = None,
+) -> None:
+    """`run_slack` as a coroutine: serves until cancelled.
 
     In Socket Mode `/healthz` (and `extra_routes`) are still served on `port`, so container health checks
     and metrics scraping work the same in both modes.
     """
+    _check_mode_settings(settings)
+    app = build_slack_app(settings, service)
+    socket_mode = settings.slack_app_token is not None
+    runner = web.AppRunner(make_web_app(app, extra_routes=extra_routes, health=health, serve_events=not socket_mode))
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    handler = AsyncSocketModeHandler(app, settings.slack_app_token) if socket_mode else None
+    try:
+        if handler is not None:
+            await handler.connect_async()
+            logger.info("Slack Socket Mode connected; /healthz on port %d", port)
+        else:
+            logger.info("Slack HTTP mode: listening on port %d at %s", port, EVENTS_PATH)
+        await asyncio.Event().wait()
+    finally:
+        if handler is not None:
+            await handler.close_async()
+        await runner.cleanup()
+
+
+def _check_mode_settings(settings: Settings) -> None:
     if not settings.slack_app_token and not settings.slack_signing_secret:
         raise SettingsError(
             "Missing setting SLACK_SIGNING_SECRET: HTTP mode verifies Slack's request signatures "
             "(or set SLACK_APP_TOKEN for Socket Mode)"
         )
-    app = build_slack_app(settings, service)
-    if settings.slack_app_token:
-        web_app = make_web_app(app, extra_routes=extra_routes, health=health, serve_events=False)
-        asyncio.run(_serve_socket_mode(app, settings.slack_app_token, web_app, port))
-    else:
-        logger.info("Slack HTTP mode: listening on port %d at %s", port, EVENTS_PATH)
-        web.run_app(make_web_app(app, extra_routes=extra_routes, health=health), port=port, print=None)
 
 
-async def _serve_socket_mode(app: AsyncApp, app_token: str, web_app: web.Application, port: int) -> None:
-    runner = web.AppRunner(web_app)
-    await runner.setup()
-    await web.TCPSite(runner, port=port).start()
-    handler = AsyncSocketModeHandler(app, app_token)
-    logger.info("Slack Socket Mode: connecting; health on port %d", port)
+async def _until_terminated(serving: Awaitable[None]) -> None:
+    """Run `serving`, cancelling it cleanly on SIGTERM (how containers are stopped)."""
+    task = asyncio.ensure_future(serving)
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
     try:
-        await handler.start_async()
-    finally:
-        await handler.close_async()
-        await runner.cleanup()
+        await task
+    except asyncio.CancelledError:
+        logger.info("Slack adapter stopped")
 
 
 def _retry_handlers() -> list[AsyncRetryHandler]:
@@ -167,13 +202,16 @@ class _RecentKeys:
     def claim(self, *keys: str) -> bool:
         """True for the first caller with any of `keys`; all of them count as seen afterwards."""
         now = time.monotonic()
-        while self._seen and (len(self._seen) > self._max_keys or next(iter(self._seen.values())) < now - self._ttl_s):
+        while self._seen and (len(self._seen) > self._max_keys or self._oldest() < now - self._ttl_s):
             self._seen.popitem(last=False)
         first = not any(key in self._seen for key in keys)
         for key in keys:
             self._seen[key] = now
             self._seen.move_to_end(key)
         return first
+
+    def _oldest(self) -> float:
+        return next(iter(self._seen.values()))
 
 
 class _Listeners:
@@ -182,6 +220,7 @@ class _Listeners:
         self._client = client
         self._retry_handlers = retry_handlers
         self._recent = _RecentKeys()
+        self._core = ThreadPoolExecutor(max_workers=CORE_THREADS, thread_name_prefix="gdpr-core")
         # Strong references: the event loop keeps only weak ones to running tasks.
         self._tasks: set[asyncio.Task] = set()
         # `/gdpr <first word> …`: adding a subcommand is one entry here.
@@ -259,9 +298,9 @@ class _Listeners:
         # response_url works in channels the bot is not a member of, and can answer privately.
         webhook = AsyncWebhookClient(response_url, retry_handlers=self._retry_handlers)
         try:
-            answer = await asyncio.to_thread(self._service.ask, question, asker=asker)
+            answer = await self._in_core(self._service.ask, question, asker=asker)
         except QuestionRejected as exc:
-            await _send(webhook, render_text(str(exc)), "ephemeral")
+            await _send(webhook, render_text(escape(str(exc))), "ephemeral")
             return
         except Exception:
             await _send(webhook, _apology(), "ephemeral")
@@ -299,10 +338,10 @@ class _Listeners:
         try:
             history = await self._history(conv, bot_user_id, bot_id) if conv.is_follow_up else ()
             try:
-                answer = await asyncio.to_thread(self._service.ask, question, history=history, asker=conv.asker)
+                answer = await self._in_core(self._service.ask, question, history=history, asker=conv.asker)
                 messages = render_answer(answer)
             except QuestionRejected as exc:
-                messages = [render_text(str(exc))]
+                messages = [render_text(escape(str(exc)))]
             except Exception:
                 messages = [_apology()]
             await self._post(conv, messages)
@@ -323,7 +362,7 @@ class _Listeners:
                 )
                 return nothing
             except SlackApiError as exc:
-                logger.debug("assistant.threads.setStatus unavailable (%s); using a reaction", exc.response.get("error"))
+                logger.debug("assistant.threads.setStatus refused (%s); using a reaction", exc.response.get("error"))
         try:
             await self._client.reactions_add(channel=conv.channel, timestamp=conv.message_ts, name=PROGRESS_REACTION)
         except SlackApiError as exc:
@@ -383,7 +422,7 @@ class _Listeners:
 
     async def _record_feedback(self, request_id: str, helpful: bool, asker: Asker, response_url: str | None) -> None:
         try:
-            await asyncio.to_thread(self._service.record_feedback, request_id, helpful=helpful, asker=asker)
+            await self._in_core(self._service.record_feedback, request_id, helpful=helpful, asker=asker)
             reply = "Thanks for the feedback — it has been recorded."
         except Exception:
             reference = _reference()
@@ -394,6 +433,9 @@ class _Listeners:
                         "ephemeral")
 
     # --- plumbing ----------------------------------------------------------------------------------------------
+
+    async def _in_core(self, function: Callable[..., T], /, *args: object, **kwargs: object) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._core, partial(function, *args, **kwargs))
 
     def _spawn(self, work: Awaitable[None]) -> None:
         task = asyncio.ensure_future(work)
@@ -440,4 +482,4 @@ async def _send(webhook: AsyncWebhookClient, message: SlackMessage, response_typ
         logger.error("response_url answered %d: %s", response.status_code, response.body)
 
 
-__all__ = ["EVENTS_PATH", "build_slack_app", "make_web_app", "run_slack"]
+__all__ = ["EVENTS_PATH", "HealthDetails", "build_slack_app", "make_web_app", "run_slack", "serve_slack"]

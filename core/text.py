@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
-from functools import lru_cache
 
 import snowballstemmer
 
@@ -82,10 +82,16 @@ _GROUPED_NUMBER = re.compile(r"\b\d{1,3}(?:[ \u00a0\u202f.,]\d{3})+\b")
 _WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*|\d+", re.UNICODE)
 
 
-@lru_cache(maxsize=None)
+# Snowball stemmers keep state while they work, so each thread gets its own.
+_local = threading.local()
+
+
 def _stemmer(lang: str):
-    name = _SNOWBALL.get(lang)
-    return snowballstemmer.stemmer(name) if name else None
+    stemmers = _local.__dict__.setdefault("stemmers", {})
+    if lang not in stemmers:
+        name = _SNOWBALL.get(lang)
+        stemmers[lang] = snowballstemmer.stemmer(name) if name else None
+    return stemmers[lang]
 
 
 def _reference_token(article: str, paragraph: str | None) -> list[str]:

@@ -1,7 +1,9 @@
 """The Slack adapter over real HTTP: the bolt app on loopback, signed requests in, a fake Web API out."""
 from __future__ import annotations
 
+import argparse
 import asyncio
+import contextlib
 import functools
 import json
 import logging
@@ -11,11 +13,12 @@ import time
 import pytest
 from aiohttp import ClientSession, web
 
-from adapters.slack import build_slack_app, make_web_app, run_slack
+from adapters.slack import build_slack_app, make_web_app, run_slack, serve_slack
 from adapters.slack_render import FEEDBACK_DOWN, FEEDBACK_UP
 from bot.settings import Settings, SettingsError
 from core.models import Asker, Turn
 from core.service import RateLimited
+from evals import slack_load
 from evals.fake_slack import (
     BOT_ID,
     BOT_TOKEN,
@@ -340,6 +343,13 @@ async def test_feedback_click_is_recorded_and_acknowledged(action_id, helpful):
 
 
 @scenario
+async def test_request_url_verification_is_answered_with_the_challenge():
+    async with LoopbackSlack(FakeAnswerService()) as slack:
+        status, body = await slack.post(json.dumps({"type": "url_verification", "token": "t", "challenge": "c-123"}))
+        assert status == 200 and json.loads(body) == {"challenge": "c-123"}
+
+
+@scenario
 async def test_healthz_answers_200_with_extra_details_and_routes():
     fake = FakeSlack()
     await fake.start()
@@ -366,6 +376,32 @@ async def test_healthz_answers_200_with_extra_details_and_routes():
         await fake.stop()
 
 
+@scenario
+async def test_socket_mode_acknowledges_envelopes_and_answers_once():
+    fake = FakeSlack()
+    await fake.start()
+    service = FakeAnswerService()
+    settings = Settings(slack_bot_token=BOT_TOKEN, slack_app_token="xapp-fake", slack_signing_secret=None,
+                        slack_api_url=fake.api_url)
+    serving = asyncio.ensure_future(serve_slack(settings, service, port=0, host="127.0.0.1"))
+    try:
+        await fake.wait_for_socket()
+        payload = json.loads(event_body(mention("What is personal data?", ts="1700000000.000100")))
+        first = await fake.push_envelope(payload)
+        retry = await fake.push_envelope(payload)  # Slack redelivers when an ack is late
+        for envelope_id in (first, retry):
+            await fake.wait_for("socket_mode_ack", where=lambda ack, e=envelope_id: ack.get("envelope_id") == e)
+        [post] = await fake.wait_for("chat.postMessage")
+        assert post.params["thread_ts"] == "1700000000.000100" and f">{QUOTE}" in _all_text(post.params)
+        await _settle()
+        assert len(fake.calls_to("chat.postMessage")) == 1 and len(service.asked) == 1
+    finally:
+        serving.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await serving
+        await fake.stop()
+
+
 def test_http_mode_refuses_to_start_without_a_signing_secret():
     settings = Settings(slack_bot_token=BOT_TOKEN, slack_signing_secret=None, slack_app_token=None)
     with pytest.raises(SettingsError, match="SLACK_SIGNING_SECRET"):
@@ -375,3 +411,10 @@ def test_http_mode_refuses_to_start_without_a_signing_secret():
 def test_a_bot_token_is_required():
     with pytest.raises(SettingsError, match="SLACK_BOT_TOKEN"):
         build_slack_app(Settings(slack_bot_token=None, slack_signing_secret="s"), FakeAnswerService())
+
+
+def test_load_benchmark_reports_acks_answers_and_latency():
+    service = FakeAnswerService()
+    result = slack_load.run(argparse.Namespace(n=5, timeout=10), service=service)
+    assert result["all_acked_within_3s"] and result["answered_exactly_once"] == 5
+    assert result["p50_ms"] <= result["p95_ms"] and len(service.asked) == 6  # one unmeasured warm-up

@@ -1,0 +1,175 @@
+"""Uploaded PDFs → citable page chunks: pure ingestion (bytes in, value out), refusing what cannot be read.
+
+Chunks never cross a page boundary, so every quote has exactly one page to cite. A chunk starts at
+each heading (a block set larger than the body text, or wholly bold) and holds at most about
+`MAX_CHUNK_CHARS` characters of body text, split between paragraphs, else between sentences.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+import textwrap
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pymupdf
+
+MAX_CHUNK_CHARS = 1200
+# A heading is short; longer bold or large blocks are emphasised body text.
+_MAX_HEADING_CHARS = 150
+_HEADING_SIZE_RATIO = 1.15
+_BOLD = 16  # span flag bit
+_SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+")
+_SOFT_HYPHEN_BREAK = re.compile(r"(?<=[^\W\d_])-$")
+
+
+class DocumentRejected(Exception):
+    """The upload cannot be used; `reason` is shown to the user as is."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class DocumentChunk:
+    chunk_id: str  # unique within the document, stable for the same file
+    page_start: int  # 1-based
+    page_end: int
+    heading: str | None  # the section heading in force, possibly from an earlier page
+    text: str  # the page text verbatim up to whitespace: what quotes are checked against
+
+
+@dataclass(frozen=True)
+class IngestedDocument:
+    sha256: str
+    filename: str
+    page_count: int
+    chunks: tuple[DocumentChunk, ...]
+
+
+@dataclass(frozen=True)
+class _Block:
+    text: str
+    size: float  # the block's dominant font size, by characters
+    bold: bool
+    lines: int
+
+
+def ingest_pdf(data: bytes, filename: str, *, max_bytes: int, max_pages: int) -> IngestedDocument:
+    if len(data) > max_bytes:
+        raise DocumentRejected(f"{filename} is larger than the {max_bytes / 1_000_000:g} MB limit.")
+    # By content, not by name: a renamed image or Word file must not reach the parser.
+    if b"%PDF-" not in data[:1024]:
+        raise DocumentRejected(f"{filename} is not a PDF file.")
+    try:
+        doc = pymupdf.open(stream=data, filetype="pdf")
+    except (RuntimeError, ValueError, pymupdf.mupdf.FzErrorBase):
+        raise DocumentRejected(f"{filename} is damaged and could not be read.") from None
+    with doc:
+        if doc.needs_pass:
+            raise DocumentRejected(f"{filename} is password-protected; upload a copy without a password.")
+        if doc.page_count == 0:
+            raise DocumentRejected(f"{filename} is damaged and could not be read (no pages found).")
+        if doc.page_count > max_pages:
+            raise DocumentRejected(f"{filename} has {doc.page_count} pages; the limit is {max_pages}.")
+        try:
+            pages = [_blocks(page) for page in doc]
+        except (RuntimeError, ValueError, pymupdf.mupdf.FzErrorBase):
+            raise DocumentRejected(f"{filename} is damaged and could not be read.") from None
+        page_count = doc.page_count
+    chunks = tuple(_chunks(pages))
+    if not chunks:
+        raise DocumentRejected(
+            f"{filename} has no extractable text; it looks like a scanned document. Run OCR on it first, then upload it again."
+        )
+    return IngestedDocument(hashlib.sha256(data).hexdigest(), filename, page_count, chunks)
+
+
+def _blocks(page: pymupdf.Page) -> list[_Block]:
+    blocks = []
+    for raw in page.get_text("dict", flags=pymupdf.TEXTFLAGS_TEXT)["blocks"]:
+        lines: list[str] = []
+        sizes: Counter[float] = Counter()
+        bold = True
+        for line in raw.get("lines", ()):
+            text = " ".join("".join(span["text"] for span in line["spans"]).split())
+            if not text:
+                continue
+            lines.append(text)
+            for span in line["spans"]:
+                if span["text"].strip():
+                    sizes[round(span["size"] * 2) / 2] += len(span["text"])
+                    bold = bold and bool(span["flags"] & _BOLD)
+        if lines:
+            blocks.append(_Block(_join_lines(lines), sizes.most_common(1)[0][0], bold, len(lines)))
+    return blocks
+
+
+def _join_lines(lines: list[str]) -> str:
+    """A block's lines as one paragraph. A line ending in a hyphen before a lower-case word is taken as
+    a word broken by justification ("employ-/ees" → "employees"), so the word can be quoted and searched;
+    before anything else the hyphen is kept and the lines are joined without a space ("GDPR-/Compliant")."""
+    text = lines[0]
+    for line in lines[1:]:
+        if _SOFT_HYPHEN_BREAK.search(text):
+            text = text[:-1] + line if line[0].islower() else text + line
+        else:
+            text = f"{text} {line}"
+    return text
+
+
+def _body_size(pages: list[list[_Block]]) -> float:
+    sizes: Counter[float] = Counter()
+    for blocks in pages:
+        for block in blocks:
+            sizes[block.size] += len(block.text)
+    return sizes.most_common(1)[0][0] if sizes else 0.0
+
+
+def _is_heading(block: _Block, body_size: float) -> bool:
+    if len(block.text) > _MAX_HEADING_CHARS or block.lines > 3 or not any(c.isalpha() for c in block.text):
+        return False
+    return block.size >= body_size * _HEADING_SIZE_RATIO or block.bold
+
+
+def _pieces(text: str) -> list[str]:
+    """A paragraph cut to chunk size: between sentences, or between words for a run-on sentence."""
+    if len(text) <= MAX_CHUNK_CHARS:
+        return [text]
+    sentences = [part for s in _SENTENCE_END.split(text)
+                 for part in textwrap.wrap(s, MAX_CHUNK_CHARS, break_on_hyphens=False)]
+    pieces = [sentences[0]]
+    for sentence in sentences[1:]:
+        if len(pieces[-1]) + 1 + len(sentence) > MAX_CHUNK_CHARS:
+            pieces.append(sentence)
+        else:
+            pieces[-1] += " " + sentence
+    return pieces
+
+
+def _chunks(pages: list[list[_Block]]) -> Iterator[DocumentChunk]:
+    body_size = _body_size(pages)
+    heading: str | None = None
+    for number, blocks in enumerate(pages, start=1):
+        texts: list[tuple[str | None, str]] = []
+        parts: list[str] = []
+        parts_heading = heading
+        body_chars = 0  # the headings a chunk opens with do not count, so none is left alone in a chunk
+        for block in blocks:
+            is_heading = _is_heading(block, body_size)
+            for piece in [block.text] if is_heading else _pieces(block.text):
+                if body_chars and (is_heading or body_chars + len(piece) > MAX_CHUNK_CHARS):
+                    texts.append((parts_heading, "\n".join(parts)))
+                    parts, body_chars = [], 0
+                if is_heading:
+                    heading = parts_heading = block.text
+                elif not parts:
+                    parts_heading = heading
+                parts.append(piece)
+                body_chars += 0 if is_heading else len(piece)
+        if parts:
+            texts.append((parts_heading, "\n".join(parts)))
+        for index, (chunk_heading, text) in enumerate(texts, start=1):
+            yield DocumentChunk(f"p{number}c{index}", number, number, chunk_heading, text)
