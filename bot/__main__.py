@@ -5,6 +5,7 @@ import argparse
 import logging
 import sys
 
+from bot.json_logging import configure_logging
 from bot.settings import SettingsError, load_settings
 
 
@@ -30,6 +31,15 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def quiet_model_loading() -> None:
+    """Model loading reports progress bars and tokenizer length warnings meant for notebooks."""
+    import transformers
+
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    logging.getLogger("sentence_transformers").setLevel(logging.WARNING)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -37,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(settings.log_level, json=settings.log_json)
+    quiet_model_loading()
     from bot import commands
 
     try:

@@ -18,7 +18,7 @@ class UserError(Exception):
 
 
 def dispatch(args: argparse.Namespace, settings: Settings) -> int:
-    handlers = {"ask": ask, "chat": chat, "run": run, "slack": slack, "teams": teams, "index": index}
+    handlers = {"ask": ask, "chat": chat, "run": run, "slack": slack, "teams": teams, "index": index, "audit": audit}
     try:
         return handlers[args.command](args, Components(settings))
     except (NotReady, RuntimeError, FileNotFoundError) as exc:
@@ -119,3 +119,9 @@ def index(args, components: Components) -> int:
     dense = components.dense_index(rebuild=args.rebuild, progress=True)
     print(f"Index ready: {len(store.ids)} provisions, {dense.size} vectors, model {components.embedder.model_id}")
     return 0
+
+
+def audit(args, components: Components) -> int:
+    from core.audit import export_command
+
+    return export_command(components.settings.audit_path, args.since, args.csv, sys.stdout)

@@ -56,7 +56,8 @@ class Settings(BaseSettings):
     workspace_rate_per_min: float = Field(default=600.0, alias="GDPRBOT_WORKSPACE_RATE_PER_MIN", gt=0)
     workspace_burst: int = Field(default=50, alias="GDPRBOT_WORKSPACE_BURST", gt=0)
 
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(default="INFO", alias="GDPRBOT_LOG_LEVEL")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(default="WARNING", alias="GDPRBOT_LOG_LEVEL")
+    log_json: bool = Field(default=False, alias="GDPRBOT_LOG_JSON", description="one JSON object per log line")
 
     @field_validator("chroma_host", "groq_api_key", "slack_bot_token", "slack_app_token", "slack_signing_secret",
                      "slack_api_url", "microsoft_app_id", "microsoft_app_password", "microsoft_app_tenant_id",
@@ -72,6 +73,10 @@ class Settings(BaseSettings):
     @property
     def index_dir(self) -> Path:
         return self.data_dir / "index"
+
+    @property
+    def audit_path(self) -> Path:
+        return self.data_dir / "audit.sqlite3"
 
     @property
     def admin_ids(self) -> frozenset[str]:

@@ -6,9 +6,15 @@ from functools import cached_property
 from pathlib import Path
 
 from bot.settings import Settings
+from core.assistant import Assistant, Generator
+from core.audit import AuditLog
 from core.dense import VectorCollection, open_chroma, provision_entries
 from core.embedding import Embedder
+from core.extractive import ExtractiveGenerator
+from core.fair_use import FairUse
 from core.lexical import LexicalIndexes
+from core.llm import GroqGenerator, chat_groq
+from core.metrics import Metrics
 from core.provisions import ProvisionStore
 from core.rerank import CrossEncoderReranker, KeepOrder, Reranker
 from core.retrieval import RetrievalConfig, Retriever
@@ -87,15 +93,31 @@ class Components:
 
     @cached_property
     def retriever(self) -> Retriever:
-        lexical = LexicalIndexes(self.store, self.guides)
-        return Retriever(self.store, self.dense_index(), self.embedder, self.reranker, RetrievalConfig(), lexical)
+        lexical = LexicalIndexes(self.store, load_guides)
+        retriever = Retriever(self.store, self.dense_index(), self.embedder, self.reranker, RetrievalConfig(), lexical)
+        retriever.warm_up()
+        return retriever
 
     @cached_property
-    def service(self):
-        from core.abstain import AbstentionPolicy
-        from core.assistant import Assistant
-        from core.extractive import ExtractiveGenerator
+    def metrics(self) -> Metrics:
+        return Metrics()
 
-        generator = ExtractiveGenerator(self.store)
-        return Assistant(self.retriever, generator, abstention=AbstentionPolicy(),
-                         max_question_chars=self.settings.max_question_chars)
+    @cached_property
+    def audit(self) -> AuditLog:
+        return AuditLog(self.settings.audit_path, on_failure=self.metrics.observe_audit_write_failure)
+
+    @cached_property
+    def generator(self) -> Generator:
+        extractive = ExtractiveGenerator(self.store)
+        if not self.settings.groq_api_key:
+            return extractive
+        chat = chat_groq(self.settings.groq_api_key, self.settings.groq_model, self.settings.groq_base_url,
+                         self.settings.llm_timeout_s)
+        return GroqGenerator(chat, extractive)
+
+    @cached_property
+    def service(self) -> Assistant:
+        s = self.settings
+        fair_use = FairUse(s.user_rate_per_min, s.user_burst, s.workspace_rate_per_min, s.workspace_burst)
+        return Assistant(self.retriever, self.generator, audit=self.audit, fair_use=fair_use, metrics=self.metrics,
+                         max_question_chars=s.max_question_chars)

@@ -10,7 +10,7 @@ from typing import Protocol
 from core.abstain import AbstentionPolicy
 from core.models import Answer, Asker, Mode, Statement, Turn
 from core.retrieval import Retrieval, Retriever
-from core.service import QuestionRejected, QuestionTooLong
+from core.service import QuestionRejected, QuestionTooLong, RateLimited
 from core.verify import Draft, verify
 
 log = logging.getLogger(__name__)
@@ -43,15 +43,24 @@ class FairUse(Protocol):
         ...
 
 
+class Observer(Protocol):
+    def observe_answer(self, platform: str, latency_s: float, abstained: bool) -> None: ...
+
+    def observe_error(self, platform: str) -> None: ...
+
+    def observe_rate_limited(self, platform: str) -> None: ...
+
+
 class Assistant:
     def __init__(self, retriever: Retriever, generator: Generator, *, abstention: AbstentionPolicy | None = None,
-                 audit: AuditSink | None = None, fair_use: FairUse | None = None, max_question_chars: int = 2000,
-                 k: int = 8):
+                 audit: AuditSink | None = None, fair_use: FairUse | None = None, metrics: Observer | None = None,
+                 max_question_chars: int = 2000, k: int = 8):
         self.retriever = retriever
         self.generator = generator
         self.abstention = abstention or AbstentionPolicy()
         self.audit = audit
         self.fair_use = fair_use
+        self.metrics = metrics
         self.max_question_chars = max_question_chars
         self.k = k
 
@@ -63,12 +72,24 @@ class Assistant:
         if len(question) > self.max_question_chars:
             raise QuestionTooLong(len(question), self.max_question_chars)
         if self.fair_use is not None:
-            self.fair_use.check(asker)
-        answer = self._answer(question, history, uuid.uuid4().hex[:16])
+            try:
+                self.fair_use.check(asker)
+            except RateLimited:
+                if self.metrics is not None:
+                    self.metrics.observe_rate_limited(asker.platform)
+                raise
+        try:
+            answer = self._answer(question, history, uuid.uuid4().hex[:16])
+        except Exception:
+            if self.metrics is not None:
+                self.metrics.observe_error(asker.platform)
+            raise
         latency_ms = (time.perf_counter() - started) * 1000
         answer.timings_ms["total"] = latency_ms
         if self.audit is not None:
             self.audit.record_answer(answer, asker, latency_ms)
+        if self.metrics is not None:
+            self.metrics.observe_answer(asker.platform, latency_ms / 1000, answer.abstained)
         return answer
 
     def record_feedback(self, request_id: str, *, helpful: bool, asker: Asker) -> None:

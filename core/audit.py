@@ -168,7 +168,9 @@ def _open(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
 
 
 def export(path: Path, since: datetime | None = None) -> Iterator[dict[str, Any]]:
-    """Answers in time order, each with its latest feedback ("up", "down" or None), read without locking writers."""
+    """Answers from `since` (naive: UTC) in time order, each with its latest feedback ("up", "down" or None).
+
+    Reads alongside a running bot: WAL readers neither wait for the writer nor hold it up."""
     # Read-only: exporting must not create a database or need write access to it.
     conn = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True)
     try:
@@ -207,16 +209,10 @@ def _csv_cell(value: Any) -> Any:
     return value
 
 
-def parse_since(value: str) -> datetime:
-    """An ISO date ("2026-11-01", midnight UTC) or time; a time without an offset is UTC."""
-    moment = datetime.fromisoformat(value)
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
-
-
 def export_command(path: Path, since: str | None, csv: bool, out: TextIO) -> int:
     """`python -m bot audit [--since …] [--csv]`: the audit trail to `out`; errors as one line on stderr."""
     try:
-        lower = parse_since(since) if since else None
+        lower = datetime.fromisoformat(since) if since else None
     except ValueError:
         print(f"error: --since {since!r} is not an ISO date or time (e.g. 2026-11-01 or 2026-11-01T09:30)",
               file=sys.stderr)

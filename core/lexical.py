@@ -3,8 +3,7 @@ compounds and inflections a stemmer does not join."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
-from functools import cached_property
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 from rank_bm25 import BM25Okapi
@@ -27,25 +26,28 @@ class LexicalIndex:
 
 
 class LexicalIndexes:
-    """The BM25 indexes of one corpus: per language (built on first use, as most deployments see a
-    handful of languages) and over the English provision guides."""
+    """The BM25 indexes of one corpus, per language and built on first use (most deployments see a
+    handful of languages): over the provisions, and over the provision guides where a language has one."""
 
-    def __init__(self, store: ProvisionStore, guides: Mapping[str, Sequence[str]]):
+    def __init__(self, store: ProvisionStore, load_guides: Callable[[str], Mapping[str, Sequence[str]]]):
         self._store = store
-        self._guides = guides
-        self._by_lang: dict[str, LexicalIndex] = {}
+        self._load_guides = load_guides
+        self._provisions: dict[str, LexicalIndex] = {}
+        self._guides: dict[str, LexicalIndex | None] = {}
         self._lock = threading.Lock()
 
     def language(self, lang: str) -> LexicalIndex:
         with self._lock:
-            if lang not in self._by_lang:
+            if lang not in self._provisions:
                 # The heading is part of what a provision is about ("Right to erasure"), so BM25 sees it once.
                 documents = [f"{p.title}. {p.text}" for p in self._store.provisions(lang)]
-                self._by_lang[lang] = LexicalIndex(documents, lang)
-            return self._by_lang[lang]
+                self._provisions[lang] = LexicalIndex(documents, lang)
+            return self._provisions[lang]
 
-    @cached_property
-    def guide(self) -> LexicalIndex | None:
-        if not self._guides:
-            return None
-        return LexicalIndex([" ".join(self._guides.get(pid, ())) for pid in self._store.ids], "en")
+    def guide(self, lang: str) -> LexicalIndex | None:
+        with self._lock:
+            if lang not in self._guides:
+                guides = self._load_guides(lang)
+                self._guides[lang] = LexicalIndex(
+                    [" ".join(guides.get(pid, ())) for pid in self._store.ids], lang) if guides else None
+            return self._guides[lang]

@@ -34,6 +34,7 @@ class RetrievalConfig:
     dense_foreign: float = 0.15  # the English model reads other languages as noise
     guide_dense: float = 1.0
     guide_words: float = 0.7
+    native_guide_words: float = 1.0  # the guide in the question's language, where one exists
     words: float = 1.0
     grams: float = 0.35
     english_words: float = 0.3  # English BM25 for a non-English question (mixed-language wording)
@@ -44,15 +45,16 @@ class RetrievalConfig:
     expand_dense: bool = False  # the dense model reads lay wording well; expansion terms dilute it
     rrf_k: int = 60
     rerank_depth: int = 30
+    dense_candidates: int = 200  # nearest entries read from Chroma; the rest count as no match
 
     def __post_init__(self):
         if self.fusion not in FUSIONS:
             raise ValueError(f"fusion must be one of {FUSIONS}, got {self.fusion!r}")
-        for name in ("dense", "dense_foreign", "guide_dense", "guide_words", "words", "grams", "english_words", "title", "article", "expansion"):
+        for name in ("dense", "dense_foreign", "guide_dense", "guide_words", "native_guide_words", "words", "grams", "english_words", "title", "article", "expansion"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} weight must be >= 0")
-        if self.rerank_depth < 1:
-            raise ValueError("rerank_depth must be >= 1")
+        if self.rerank_depth < 1 or self.dense_candidates < 1:
+            raise ValueError("rerank_depth and dense_candidates must be >= 1")
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,10 @@ class Retriever:
     def with_config(self, config: RetrievalConfig) -> "Retriever":
         return Retriever(self.store, self.dense, self.embedder, self.reranker, config, self.lexical)
 
+    def warm_up(self) -> None:
+        """Build the English indexes and run one query now, so the first user does not wait for them."""
+        self.run("What is personal data?")
+
     def run(self, query: str, *, k: int = 10, lang: str | None = None) -> Retrieval:
         started = time.perf_counter()
         lang = lang or detect_language(query, allowed=self.store.languages)
@@ -122,7 +128,7 @@ class Retriever:
         vector = self.embedder.embed_one(f"{query} {expansion}" if expansion and c.expand_dense else query)
         timings["embed"] = (time.perf_counter() - t) * 1000
         t = time.perf_counter()
-        hits = self.dense.search(vector)
+        hits = self.dense.search(vector, self.config.dense_candidates)
         timings["dense"] = (time.perf_counter() - t) * 1000
         titles = hits.get("title", {})
         found = {
@@ -139,11 +145,14 @@ class Retriever:
         found["grams"] = native.gram_scores(query)
         if lang != "en":
             found["english_words"] = self.lexical.language("en").word_scores(query)
-        guide = self.lexical.guide
+        guide = self.lexical.guide("en")
         if guide is not None:
             found["guide_words"] = guide.word_scores(query)
             if expansion:
                 found["guide_words"] = found["guide_words"] + c.expansion * guide.word_scores(expansion)
+        native_guide = self.lexical.guide(lang) if lang != "en" else None
+        if native_guide is not None:
+            found["native_guide_words"] = native_guide.word_scores(query)
         timings["bm25"] = (time.perf_counter() - t) * 1000
         return found
 
@@ -153,7 +162,8 @@ class Retriever:
         foreign = 1.0 if lang == "en" else c.dense_foreign
         weights = {"dense": c.dense * foreign, "guide_dense": c.guide_dense * foreign, "title": c.title * foreign,
                    "words": c.words, "grams": c.grams, "english_words": c.english_words,
-                   "guide_words": c.guide_words if lang == "en" else c.english_words}
+                   "guide_words": c.guide_words if lang == "en" else c.english_words,
+                   "native_guide_words": c.native_guide_words}
         normalise = _zscore if c.fusion == "zsum" else (lambda v: _rrf(v, c.rrf_k))
         fused = sum(weights[name] * normalise(values) for name, values in signals.items() if weights[name] > 0)
         return fused + c.article * self._article_best(fused)

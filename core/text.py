@@ -65,7 +65,7 @@ def strip_accents(text: str) -> str:
 # How "paragraph" is written after an article number in the official languages (as users type it).
 PARAGRAPH_WORDS = (
     "paragraph", "para", "absatz", "abs", "paragraphe", "apartado", "paragrafo", "comma", "lid", "ustęp", "ust",
-    "stycke", "punkt", "odstavec", "odst", "odsek", "stavak", "alínea", "n\.º", "nr", "kohta", "lõige", "bekezdés",
+    "stycke", "punkt", "odstavec", "odst", "odsek", "stavak", "alínea", r"n\.º", "nr", "kohta", "lõige", "bekezdés",
     "dalis", "punkts", "paragrafu", "alin", "mír", "παράγραφος", "παρ", "параграф",
 )
 

@@ -39,7 +39,8 @@ class Verified:
 
 def verbatim_quote(quote: str, text: str) -> str | None:
     """The stored span the quote stands for, if the quote is long enough to prove anything."""
-    trimmed = fold(quote).strip(" .…'\"")
+    # Models bracket quotes with quote marks or ellipses that are not part of the text.
+    trimmed = fold(quote).strip(" …'\"").removeprefix("...").removesuffix("...").strip()
     if len(trimmed) < MIN_QUOTE_CHARS:
         return None
     return find_verbatim(trimmed, text)

@@ -16,7 +16,7 @@ ENGLISH: tuple[tuple[str, str], ...] = (
     (r"regulator|watchdog|\bdpa\b|data protection authorit|\bico\b|\bcnil\b|authorit",
      "supervisory authority"),
     (r"delet|eras|wipe|remove (my|their|his|her|our) data|forget|purge", "erasure right to erasure"),
-    (r"correct|fix (my|their|wrong)|inaccurate|wrong data|outdated|typo", "rectification inaccurate"),
+    (r"correct|fix (my|their|wrong)|inaccurate|incorrect|wrong|outdated|typo", "rectification inaccurate"),
     (r"copy of (my|their|his|her|the) data|what data (do )?(you|they|we) (have|hold)|see (my|their) data|access request|\bdsar\b|\bsar\b",
      "right of access data subject obtain confirmation copy"),
     (r"download (my|their)|export (my|their)|move (my|their) data|switch provider|take (my|their) data|portab",

@@ -37,8 +37,9 @@ GUIDES_DIR = Path(__file__).parent / "guides"
 
 
 def load_guides(lang: str = "en", guides_dir: Path = GUIDES_DIR) -> dict[str, list[str]]:
-    """The curated plain-language guide per provision id: what it says and what people ask when they
-    need it, in everyday words. Search-only: it helps find a provision and is never quoted or cited."""
+    """The curated plain-language guide per provision id, merged from every `<lang>_*.jsonl` file:
+    what it says and what people ask when they need it, in everyday and in legal words. Search-only:
+    it helps find a provision and is never quoted or cited."""
     guides: dict[str, list[str]] = {}
     for path in sorted(Path(guides_dir).glob(f"{lang}_*.jsonl")):
         with path.open(encoding="utf-8") as lines:
@@ -47,7 +48,8 @@ def load_guides(lang: str = "en", guides_dir: Path = GUIDES_DIR) -> dict[str, li
                     continue
                 try:
                     row = json.loads(line)
-                    guides[row["id"]] = [row["about"], *row.get("asks", []), row.get("keywords", "")]
+                    lines_of = [row.get("about", ""), *row.get("asks", []), row.get("keywords", "")]
+                    guides.setdefault(row["id"], []).extend(text for text in lines_of if text.strip())
                 except (ValueError, KeyError) as exc:
                     raise ValueError(f"{path}:{n}: not a guide entry ({exc})") from None
     return guides

@@ -20,7 +20,7 @@ MAX_CHUNK_CHARS = 1200
 _MAX_HEADING_CHARS = 150
 _HEADING_SIZE_RATIO = 1.15
 _BOLD = 16  # span flag bit
-_SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+")
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
 _SOFT_HYPHEN_BREAK = re.compile(r"(?<=[^\W\d_])-$")
 
 

@@ -30,7 +30,8 @@ def _answer(request_id: str = "req-1", question: str = "How fast must a breach b
     return Answer(
         question, abstained, (Statement("Within 72 hours.", (0,)),),
         () if abstained else (Citation("Art. 33(1)", "Art. 33(1)", quote, URL, "en"),),
-        (Passage("Art. 33(1)", "Art. 33(1)", "…", URL, "en", 7.123456), Passage("Art. 34(1)", "Art. 34(1)", "…", URL, "en", 3.5)),
+        (Passage("Art. 33(1)", "Art. 33(1)", "…", URL, "en", 7.123456),
+         Passage("Art. 34(1)", "Art. 34(1)", "…", URL, "en", 3.5)),
         "extractive", request_id,
     )
 

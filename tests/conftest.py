@@ -1,0 +1,32 @@
+"""Shared fixtures: one real corpus and index per test session (the expensive part: embedding)."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def data_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("data")
+
+
+@pytest.fixture(scope="session")
+def components(data_dir):
+    """The real assistant's pieces on embedded defaults: built corpus, Chroma on disk, BM25, extractive."""
+    from bot.settings import load_settings
+    from bot.wiring import Components
+
+    return Components(load_settings(GDPRBOT_DATA_DIR=str(data_dir)))
+
+
+@pytest.fixture(scope="session")
+def retriever(components):
+    return components.retriever
+
+
+@pytest.fixture(scope="session")
+def service(components):
+    return components.service

@@ -1,0 +1,50 @@
+"""Nothing reaches a user unless it cites a retrieved provision and quotes it word for word."""
+from core.models import Passage
+from core.verify import Draft, DraftStatement, verify
+
+ART_83_5 = Passage("Art. 83(5)", "Art. 83(5)",
+                   "Infringements of the following provisions shall, in accordance with paragraph 2, be subject to "
+                   "administrative fines up to 20 000 000 EUR, or in the case of an undertaking, up to 4 % of the total "
+                   "worldwide annual turnover of the preceding financial year, whichever is higher:",
+                   "https://eur-lex.europa.eu/legal-content/EN/TXT/HTML/?uri=CELEX:32016R0679#art_83", "en", 3.0)
+RETRIEVED = [ART_83_5]
+
+
+def one(text="The higher tier of fines is 20 million euro.", sources=("Art. 83(5)",),
+        quote="administrative fines up to 20 000 000 EUR"):
+    return Draft((DraftStatement(text, sources, quote),))
+
+
+def test_a_good_statement_survives_with_labels_and_links_from_the_store():
+    verified = verify(one(), RETRIEVED)
+    assert len(verified.statements) == 1
+    citation = verified.citations[0]
+    assert (citation.label, citation.url) == ("Art. 83(5)", ART_83_5.url)
+    assert citation.quote in ART_83_5.text
+
+
+def test_citation_to_an_unretrieved_provision_is_dropped():
+    verified = verify(one(sources=("Art. 99(9)",)), RETRIEVED)
+    assert verified.statements == () and verified.citations == ()
+
+
+def test_a_changed_number_is_dropped():
+    assert verify(one(quote="administrative fines up to 10 000 000 EUR"), RETRIEVED).statements == ()
+
+
+def test_a_paraphrase_in_quote_marks_is_dropped():
+    assert verify(one(quote="fines of up to twenty million euros"), RETRIEVED).statements == ()
+
+
+def test_a_trivially_short_quote_proves_nothing():
+    assert verify(one(quote="EUR"), RETRIEVED).statements == ()
+
+
+def test_typography_and_whitespace_do_not_matter_but_the_shown_quote_is_the_stored_one():
+    verified = verify(one(quote="ADMINISTRATIVE  fines up to 20\u00a0000\u00a0000 EUR"), RETRIEVED)
+    assert verified.citations[0].quote == "administrative fines up to 20 000 000 EUR"
+
+
+def test_a_statement_naming_a_provision_it_does_not_quote_is_dropped():
+    verified = verify(one(text="Under Article 84(1) Member States add penalties."), RETRIEVED)
+    assert verified.statements == ()
