@@ -30,6 +30,7 @@ from core.embedding import Embedder
 from core.language import detect_language
 from core.lexical import LexicalIndex
 from core.models import Passage
+from core.retrieval import zscore
 from corpus.documents import DocumentChunk, IngestedDocument
 
 _KIND = "document"
@@ -103,9 +104,10 @@ def _replaces(new: IngestedDocument, old: DocumentRecord) -> bool:
     return _same_name(new.filename, old.filename) or new.sha256 == old.sha256
 
 
-def _zscore(values: np.ndarray) -> np.ndarray:
-    std = float(values.std())
-    return (values - values.mean()) / std if std > 1e-9 else np.zeros_like(values)
+def _entries(doc: _Document, embedder: Embedder) -> list[Entry]:
+    # A chunk longer than the model's window is embedded in parts under one key (max-pooled at search).
+    return [Entry(f"{doc.generation}:{c.chunk.chunk_id}", _KIND, part)
+            for c in doc.chunks for part in chunk_text(c.indexed_text, embedder)]
 
 
 def _label(filename: str, chunk: DocumentChunk) -> str:
@@ -138,7 +140,7 @@ class DocumentLibrary:
             collection = self._collection(workspace)
         # Embedding is the slow part: done outside the lock, under a generation no one else uses.
         try:
-            collection.add(self._entries(stored), extra={"generation": stored.generation})
+            collection.add(_entries(stored, self._embedder), extra={"generation": stored.generation})
             with self._lock:
                 documents = self._shelf(workspace).documents
                 replaced = [d for d in documents if _replaces(doc, d.record)]
@@ -183,8 +185,8 @@ class DocumentLibrary:
         hits = collection.search(self._embedder.embed_one(query), _DENSE_DEPTH).get(_KIND, {})
         floor = min(hits.values(), default=0.0)
         dense = np.array([hits.get(f"{doc.generation}:{c.chunk.chunk_id}", floor) for doc, c in rows])
-        scores = (_DENSE_WEIGHT * _zscore(dense) + _WORDS_WEIGHT * _zscore(lexical.word_scores(query))
-                  + _GRAMS_WEIGHT * _zscore(lexical.gram_scores(query)))
+        scores = (_DENSE_WEIGHT * zscore(dense) + _WORDS_WEIGHT * zscore(lexical.word_scores(query))
+                  + _GRAMS_WEIGHT * zscore(lexical.gram_scores(query)))
         passages = []
         for i in np.argsort(-scores, kind="stable")[:k]:
             doc, stored = rows[i]
@@ -195,7 +197,7 @@ class DocumentLibrary:
             ))
         return passages
 
-    # Everything below runs under self._lock.
+    # The helpers below run under self._lock.
 
     def _state_path(self, workspace: str) -> Path:
         return self._state_dir / f"{self._name(workspace)}.json"
@@ -248,7 +250,7 @@ class DocumentLibrary:
             return
         if collection.size == 0:
             for doc in documents:
-                collection.add(self._entries(doc), extra={"generation": doc.generation})
+                collection.add(_entries(doc, self._embedder), extra={"generation": doc.generation})
             return
         collection.delete({"generation": {"$nin": [d.generation for d in documents]}})
 
@@ -257,8 +259,3 @@ class DocumentLibrary:
         if index is None:
             index = shelf.lexical[lang] = LexicalIndex([c.indexed_text for _, c in shelf.rows], lang)
         return index
-
-    def _entries(self, doc: _Document) -> list[Entry]:
-        # A chunk longer than the model's window is embedded in parts under one key (max-pooled at search).
-        return [Entry(f"{doc.generation}:{c.chunk.chunk_id}", _KIND, part)
-                for c in doc.chunks for part in chunk_text(c.indexed_text, self._embedder)]

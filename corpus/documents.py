@@ -1,7 +1,7 @@
 """Uploaded PDFs → citable page chunks: pure ingestion (bytes in, value out), refusing what cannot be read.
 
 Chunks never cross a page boundary, so every quote has exactly one page to cite. A chunk starts at
-each heading (a block set larger than the body text, or wholly bold) and holds at most about
+each heading (a few short lines set larger than the body text, or wholly bold) and holds at most about
 `MAX_CHUNK_CHARS` characters of body text, split between paragraphs, else between sentences.
 """
 from __future__ import annotations
@@ -11,12 +11,12 @@ import re
 import textwrap
 from collections import Counter
 from collections.abc import Iterator
+from itertools import groupby
 from dataclasses import dataclass
 
 import pymupdf
 
 MAX_CHUNK_CHARS = 1200
-# A heading is short; longer bold or large blocks are emphasised body text.
 _MAX_HEADING_CHARS = 150
 _HEADING_SIZE_RATIO = 1.15
 _BOLD = 16  # span flag bit
@@ -38,7 +38,7 @@ class DocumentChunk:
     page_start: int  # 1-based
     page_end: int
     heading: str | None  # the section heading in force, possibly from an earlier page
-    text: str  # the page text verbatim up to whitespace: what quotes are checked against
+    text: str  # the page text, verbatim but for whitespace and words rejoined at line-end hyphens
 
 
 @dataclass(frozen=True)
@@ -50,11 +50,13 @@ class IngestedDocument:
 
 
 @dataclass(frozen=True)
-class _Block:
+class _Line:
     text: str
-    size: float  # the block's dominant font size, by characters
-    bold: bool
-    lines: int
+    size: float  # the dominant font size, by characters
+    bold: bool  # every span bold
+
+
+_Page = list[list[_Line]]  # the page's text blocks, each a list of lines
 
 
 def ingest_pdf(data: bytes, filename: str, *, max_bytes: int, max_pages: int) -> IngestedDocument:
@@ -75,7 +77,7 @@ def ingest_pdf(data: bytes, filename: str, *, max_bytes: int, max_pages: int) ->
         if doc.page_count > max_pages:
             raise DocumentRejected(f"{filename} has {doc.page_count} pages; the limit is {max_pages}.")
         try:
-            pages = [_blocks(page) for page in doc]
+            pages = [_page_lines(page) for page in doc]
         except (RuntimeError, ValueError, pymupdf.mupdf.FzErrorBase):
             raise DocumentRejected(f"{filename} is damaged and could not be read.") from None
         page_count = doc.page_count
@@ -87,23 +89,21 @@ def ingest_pdf(data: bytes, filename: str, *, max_bytes: int, max_pages: int) ->
     return IngestedDocument(hashlib.sha256(data).hexdigest(), filename, page_count, chunks)
 
 
-def _blocks(page: pymupdf.Page) -> list[_Block]:
+def _page_lines(page: pymupdf.Page) -> _Page:
     blocks = []
     for raw in page.get_text("dict", flags=pymupdf.TEXTFLAGS_TEXT)["blocks"]:
-        lines: list[str] = []
-        sizes: Counter[float] = Counter()
-        bold = True
+        lines = []
         for line in raw.get("lines", ()):
             text = " ".join("".join(span["text"] for span in line["spans"]).split())
             if not text:
                 continue
-            lines.append(text)
-            for span in line["spans"]:
-                if span["text"].strip():
-                    sizes[round(span["size"] * 2) / 2] += len(span["text"])
-                    bold = bold and bool(span["flags"] & _BOLD)
+            inked = [span for span in line["spans"] if span["text"].strip()]
+            sizes: Counter[float] = Counter()
+            for span in inked:
+                sizes[round(span["size"] * 2) / 2] += len(span["text"])
+            lines.append(_Line(text, sizes.most_common(1)[0][0], all(span["flags"] & _BOLD for span in inked)))
         if lines:
-            blocks.append(_Block(_join_lines(lines), sizes.most_common(1)[0][0], bold, len(lines)))
+            blocks.append(lines)
     return blocks
 
 
@@ -120,18 +120,23 @@ def _join_lines(lines: list[str]) -> str:
     return text
 
 
-def _body_size(pages: list[list[_Block]]) -> float:
+def _body_size(pages: list[_Page]) -> float:
     sizes: Counter[float] = Counter()
     for blocks in pages:
         for block in blocks:
-            sizes[block.size] += len(block.text)
+            for line in block:
+                sizes[line.size] += len(line.text)
     return sizes.most_common(1)[0][0] if sizes else 0.0
 
 
-def _is_heading(block: _Block, body_size: float) -> bool:
-    if len(block.text) > _MAX_HEADING_CHARS or block.lines > 3 or not any(c.isalpha() for c in block.text):
-        return False
-    return block.size >= body_size * _HEADING_SIZE_RATIO or block.bold
+def _paragraphs(block: list[_Line], body_size: float) -> Iterator[tuple[bool, str]]:
+    """(is it a heading, text) of the runs of like-styled lines in a block: PyMuPDF often puts a
+    heading set close above its paragraph in the same block."""
+    for styled, run in groupby(block, key=lambda line: line.bold or line.size >= body_size * _HEADING_SIZE_RATIO):
+        lines = [line.text for line in run]
+        text = _join_lines(lines)
+        # A long bold or large run is emphasised body text, not a heading.
+        yield styled and len(lines) <= 3 and len(text) <= _MAX_HEADING_CHARS and any(c.isalpha() for c in text), text
 
 
 def _pieces(text: str) -> list[str]:
@@ -149,7 +154,7 @@ def _pieces(text: str) -> list[str]:
     return pieces
 
 
-def _chunks(pages: list[list[_Block]]) -> Iterator[DocumentChunk]:
+def _chunks(pages: list[_Page]) -> Iterator[DocumentChunk]:
     body_size = _body_size(pages)
     heading: str | None = None
     for number, blocks in enumerate(pages, start=1):
@@ -157,14 +162,13 @@ def _chunks(pages: list[list[_Block]]) -> Iterator[DocumentChunk]:
         parts: list[str] = []
         parts_heading = heading
         body_chars = 0  # the headings a chunk opens with do not count, so none is left alone in a chunk
-        for block in blocks:
-            is_heading = _is_heading(block, body_size)
-            for piece in [block.text] if is_heading else _pieces(block.text):
+        for is_heading, paragraph in (p for block in blocks for p in _paragraphs(block, body_size)):
+            for piece in [paragraph] if is_heading else _pieces(paragraph):
                 if body_chars and (is_heading or body_chars + len(piece) > MAX_CHUNK_CHARS):
                     texts.append((parts_heading, "\n".join(parts)))
                     parts, body_chars = [], 0
                 if is_heading:
-                    heading = parts_heading = block.text
+                    heading = parts_heading = paragraph
                 elif not parts:
                     parts_heading = heading
                 parts.append(piece)

@@ -76,17 +76,99 @@ def cmd_retrieval(args, components: Components) -> int:
     return 0
 
 
+def _percentile(values: list[float], pct: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(pct / 100 * len(ordered)) - 1))]
+
+
+def cmd_latency(args, components: Components) -> int:
+    from evals.latency import measure
+
+    result = measure(components, load_questions(args.questions), rounds=args.rounds)
+    print(json.dumps(result, indent=None if args.json else 2))
+    return 0
+
+
+def evaluate_abstention(service, questions) -> dict:
+    answerable = [q for q in questions if q.answerable]
+    unanswerable = [q for q in questions if not q.answerable]
+    wrongly_refused = [q.id for q in answerable if service.ask(q.question).abstained]
+    missed = [q.id for q in unanswerable if not service.ask(q.question).abstained]
+    return {"n_unanswerable": len(unanswerable), "abstained_unanswerable": 1 - len(missed) / max(1, len(unanswerable)),
+            "n_answerable": len(answerable), "abstained_answerable": len(wrongly_refused) / max(1, len(answerable)),
+            "answered_unanswerable_ids": missed, "refused_answerable_ids": wrongly_refused}
+
+
+def cmd_abstention(args, components: Components) -> int:
+    result = evaluate_abstention(components.service, load_questions(args.questions))
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"unanswerable abstained: {result['abstained_unanswerable']:.3f} of {result['n_unanswerable']}"
+              f"  (answered: {', '.join(result['answered_unanswerable_ids']) or 'none'})")
+        print(f"answerable refused:     {result['abstained_answerable']:.3f} of {result['n_answerable']}"
+              f"  (refused: {', '.join(result['refused_answerable_ids']) or 'none'})")
+    return 0
+
+
+def cmd_citations(args, components: Components) -> int:
+    from evals.citations import evaluate_citations
+
+    result = evaluate_citations(components, load_questions(args.questions))
+    print(json.dumps(result, indent=None if args.json else 2))
+    return 0
+
+
+def cmd_answers(args, components: Components) -> int:
+    if not components.settings.groq_api_key:
+        print("GROQ_API_KEY is not set: the LLM mode was not run. Set it (and optionally GROQ_MODEL) to measure it.")
+        return 0
+    questions = load_questions(args.questions)[: args.limit]
+    result = evaluate_abstention(components.service, questions)
+    result["mode"] = components.generator.mode
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+def cmd_slack_load(args, components: Components) -> int:
+    from evals import slack_load
+
+    slack_load.run(args, components.service)
+    return 0
+
+
+def cmd_documents(args, components: Components) -> int:
+    from evals import doc_benchmark
+
+    print(json.dumps(doc_benchmark.run(args.pages), indent=2))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m evals.run_eval", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     retrieval = commands.add_parser("retrieval", help="hit@1, recall@k and MRR on a questions file")
-    retrieval.add_argument("--questions", type=Path, default=DEFAULT_QUESTIONS)
     retrieval.add_argument("--k", type=int, default=5)
-    retrieval.add_argument("--json", action="store_true")
     retrieval.add_argument("--sweep", action="store_true", help="compare fusion/vocabulary/title configurations")
+    latency = commands.add_parser("latency", help="retrieval p50/p95, index build and warm start, peak RSS")
+    latency.add_argument("--rounds", type=int, default=3)
+    abstention = commands.add_parser("abstention", help="share of unanswerable abstained, answerable refused")
+    citations = commands.add_parser("citations", help="verbatim and retrieved shares, extractive and adversarial LLM")
+    answers = commands.add_parser("answers", help="the LLM mode end to end (needs GROQ_API_KEY)")
+    answers.add_argument("--limit", type=int, default=40)
+    for sub in (retrieval, latency, abstention, citations, answers):
+        sub.add_argument("--questions", type=Path, default=DEFAULT_QUESTIONS)
+        sub.add_argument("--json", action="store_true")
+    from evals import slack_load
+
+    slack_load.add_arguments(commands.add_parser("slack-load", help="N concurrent signed mentions to the Slack app"))
+    documents = commands.add_parser("documents", help="index a generated N-page PDF")
+    documents.add_argument("--pages", type=int, default=100)
     args = parser.parse_args(argv)
     components = Components(load_settings())
-    handlers = {"retrieval": cmd_retrieval}
+    handlers = {"retrieval": cmd_retrieval, "latency": cmd_latency, "abstention": cmd_abstention,
+                "citations": cmd_citations, "answers": cmd_answers, "slack-load": cmd_slack_load,
+                "documents": cmd_documents}
     return handlers[args.command](args, components)
 
 

@@ -101,6 +101,17 @@ def test_ingest_splits_at_headings_within_pages():
     assert " ".join(c.text for c in security).removeprefix("Security measures\n") == SECURITY
 
 
+def test_ingest_finds_a_heading_set_close_above_its_paragraph():
+    doc = pymupdf.open()
+    page = doc.new_page()
+    page.insert_text((72, 72), "2. Retention", fontsize=14, fontname="hebo")
+    for i, line in enumerate(["Invoices are kept for ten years.", "Then they are shredded."]):
+        page.insert_text((72, 86 + 12 * i), line, fontsize=10)
+    (chunk,) = ingest_pdf(doc.tobytes(), "tight.pdf", **LIMITS).chunks
+    assert chunk.heading == "2. Retention"
+    assert chunk.text == "2. Retention\nInvoices are kept for ten years. Then they are shredded."
+
+
 def test_ingest_is_stable_for_the_same_bytes():
     data = policy_pdf()
     assert ingest_pdf(data, "a.pdf", **LIMITS) == ingest_pdf(data, "a.pdf", **LIMITS)

@@ -1,0 +1,84 @@
+"""Speed and memory: retrieval per question (warm), index build from scratch, warm start, peak RSS."""
+from __future__ import annotations
+
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bot.settings import load_settings
+from bot.wiring import Components
+from evals.metrics import Question
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 1)
+
+
+def _p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+
+
+def retrieval_times(components: Components, questions: list[Question], rounds: int) -> list[float]:
+    retriever = components.retriever
+    for q in questions[:10]:
+        retriever.run(q.question)
+    times = []
+    for _ in range(rounds):
+        for q in questions:
+            started = time.perf_counter()
+            retriever.run(q.question)
+            times.append(time.perf_counter() - started)
+    return times
+
+
+def cold_and_warm_start(settings) -> dict:
+    with tempfile.TemporaryDirectory() as data_dir:
+        fresh = load_settings(GDPRBOT_DATA_DIR=data_dir, GDPR_SOURCE_DIR=str(settings.source_dir or ""),
+                              GDPRBOT_EMBEDDING_MODEL=settings.embedding_model)
+        cold = Components(fresh)
+        started = time.perf_counter()
+        cold.embedder
+        model_load = time.perf_counter() - started
+        started = time.perf_counter()
+        cold.store
+        cold.dense_index()
+        build = time.perf_counter() - started
+
+        warm = Components(fresh)
+        started = time.perf_counter()
+        warm.embedder
+        warm_model_load = time.perf_counter() - started
+        started = time.perf_counter()
+        warm.retriever
+        warm_start = time.perf_counter() - started
+    return {"model_load_s": round(model_load, 2), "index_build_s": round(build, 2),
+            "warm_start_model_load_s": round(warm_model_load, 2), "warm_start_beyond_model_s": round(warm_start, 2)}
+
+
+def ask_peak_rss_mb() -> float:
+    """Peak resident memory of a whole `python -m bot ask` process answering one question."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    subprocess.run([sys.executable, "-m", "bot", "ask", "How quickly must a personal data breach be reported?"],
+                   cwd=REPO, env={**os.environ, "HF_HUB_OFFLINE": "1"}, check=True, capture_output=True)
+    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    if peak_kb <= before:
+        raise RuntimeError("could not read the child's peak RSS (a larger child ran before)")
+    return round(peak_kb / 1024, 1)
+
+
+def measure(components: Components, questions: list[Question], rounds: int = 3) -> dict:
+    times = retrieval_times(components, questions, rounds)
+    return {
+        "questions": len(questions), "rounds": rounds,
+        "retrieval_p50_ms": _ms(statistics.median(times)), "retrieval_p95_ms": _ms(_p95(times)),
+        **cold_and_warm_start(components.settings),
+        "bot_ask_peak_rss_mb": ask_peak_rss_mb(),
+    }
