@@ -7,7 +7,8 @@ import os
 import sys
 from collections.abc import Iterable
 
-from bot.settings import Settings
+from bot.settings import Settings, SettingsError
+from core.embedding import ModelLoadError
 from bot.wiring import Components, NotReady
 from core.models import Answer, Asker, Turn
 from core.service import QuestionRejected
@@ -21,7 +22,7 @@ def dispatch(args: argparse.Namespace, settings: Settings) -> int:
     handlers = {"ask": ask, "chat": chat, "run": run, "slack": slack, "teams": teams, "index": index, "audit": audit}
     try:
         return handlers[args.command](args, Components(settings))
-    except (NotReady, RuntimeError, FileNotFoundError) as exc:
+    except (NotReady, ModelLoadError, SettingsError, FileNotFoundError) as exc:
         raise UserError(str(exc)) from None
 
 
@@ -100,10 +101,13 @@ def run(args, components: Components) -> int:
 
 def slack(args, components: Components) -> int:
     from adapters.slack import run_slack
+    from bot.observability import health_details, metrics_routes
 
     if not components.settings.slack_bot_token:
         raise UserError("SLACK_BOT_TOKEN is not set")
-    run_slack(components.settings, components.service, args.port)
+    components.retriever  # load the index before accepting events
+    run_slack(components.settings, components.service, args.port, extra_routes=metrics_routes(components),
+              health=health_details(components))
     return 0
 
 

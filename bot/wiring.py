@@ -8,11 +8,13 @@ from pathlib import Path
 from bot.settings import Settings
 from core.assistant import Assistant, Generator
 from core.audit import AuditLog
-from core.dense import VectorCollection, open_chroma, provision_entries
+from core.dense import Entry, VectorCollection, fingerprint, open_chroma, provision_entries
 from core.embedding import Embedder
+from core.documents import DocumentLibrary
 from core.extractive import ExtractiveGenerator
 from core.fair_use import FairUse
 from core.lexical import LexicalIndexes
+from core.library import Documents
 from core.llm import GroqGenerator, chat_groq
 from core.metrics import Metrics
 from core.provisions import ProvisionStore
@@ -86,9 +88,8 @@ class Components:
 
     def dense_index(self, *, rebuild: bool = False, progress: bool = False) -> VectorCollection:
         index = VectorCollection(self.chroma, self.embedder, REGULATION_COLLECTION)
-        entries = provision_entries(self.store.provisions("en"), self.guides, self.embedder)
-        if index.ensure(entries, rebuild=rebuild, progress=progress):
-            log.info("Embedded %d entries of the Regulation into %s", len(entries), index.name)
+        if index.ensure(self.dense_entries, rebuild=rebuild, progress=progress):
+            log.info("Embedded %d entries of the Regulation into %s", len(self.dense_entries), index.name)
         return index
 
     @cached_property
@@ -99,8 +100,19 @@ class Components:
         return retriever
 
     @cached_property
+    def corpus_version(self) -> str:
+        """The consolidated text the answers quote, and a fingerprint of the built corpus."""
+        return f"02016R0679-20160504 (corrigenda 2018) {fingerprint(self.dense_entries)}"
+
+    @cached_property
+    def dense_entries(self) -> list[Entry]:
+        return provision_entries(self.store.provisions("en"), self.guides, self.embedder)
+
+    @cached_property
     def metrics(self) -> Metrics:
-        return Metrics()
+        metrics = Metrics()
+        metrics.set_index_info(self.corpus_version, self.embedder.model_id)
+        return metrics
 
     @cached_property
     def audit(self) -> AuditLog:
@@ -120,4 +132,11 @@ class Components:
         s = self.settings
         fair_use = FairUse(s.user_rate_per_min, s.user_burst, s.workspace_rate_per_min, s.workspace_burst)
         return Assistant(self.retriever, self.generator, audit=self.audit, fair_use=fair_use, metrics=self.metrics,
-                         max_question_chars=s.max_question_chars)
+                         documents=self.documents, max_question_chars=s.max_question_chars)
+
+    @cached_property
+    def documents(self) -> Documents:
+        s = self.settings
+        library = DocumentLibrary(self.chroma, self.embedder, s.data_dir / "documents")
+        return Documents(library, s.admin_ids, max_bytes=int(s.max_upload_mb * 1024 * 1024),
+                         max_pages=s.max_upload_pages)

@@ -5,10 +5,12 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Protocol
 
 from core.abstain import AbstentionPolicy
-from core.models import Answer, Asker, Mode, Statement, Turn
+from core.library import Documents
+from core.models import Answer, Asker, Mode, Passage, Statement, Turn
 from core.retrieval import Retrieval, Retriever
 from core.service import QuestionRejected, QuestionTooLong, RateLimited
 from core.verify import Draft, verify
@@ -16,6 +18,10 @@ from core.verify import Draft, verify
 log = logging.getLogger(__name__)
 
 NOT_COVERED = "The Regulation doesn't cover this."
+ONLY_DOCUMENTS = "The Regulation doesn't cover this; what follows comes only from your organisation's documents."
+DOCUMENT_PASSAGES = 3
+# Cosine similarity (all-MiniLM-L6-v2) below which a document chunk is not about the question.
+DOCUMENT_MIN_SIMILARITY = 0.35
 RELATED_SHOWN = 3
 
 
@@ -54,13 +60,14 @@ class Observer(Protocol):
 class Assistant:
     def __init__(self, retriever: Retriever, generator: Generator, *, abstention: AbstentionPolicy | None = None,
                  audit: AuditSink | None = None, fair_use: FairUse | None = None, metrics: Observer | None = None,
-                 max_question_chars: int = 2000, k: int = 8):
+                 documents: Documents | None = None, max_question_chars: int = 2000, k: int = 8):
         self.retriever = retriever
         self.generator = generator
         self.abstention = abstention or AbstentionPolicy()
         self.audit = audit
         self.fair_use = fair_use
         self.metrics = metrics
+        self.documents = documents
         self.max_question_chars = max_question_chars
         self.k = k
 
@@ -79,7 +86,7 @@ class Assistant:
                     self.metrics.observe_rate_limited(asker.platform)
                 raise
         try:
-            answer = self._answer(question, history, uuid.uuid4().hex[:16])
+            answer = self._answer(question, history, asker, uuid.uuid4().hex[:16])
         except Exception:
             if self.metrics is not None:
                 self.metrics.observe_error(asker.platform)
@@ -96,23 +103,36 @@ class Assistant:
         if self.audit is not None:
             self.audit.record_feedback(request_id, helpful, asker)
 
-    def _answer(self, question: str, history: Sequence[Turn], request_id: str) -> Answer:
-        retrieval = self.retriever.run(self.generator.standalone_question(question, history), k=self.k)
+    def _answer(self, question: str, history: Sequence[Turn], asker: Asker, request_id: str) -> Answer:
+        query = self.generator.standalone_question(question, history)
+        retrieval = self.retriever.run(query, k=self.k)
         timings = {"retrieval": retrieval.timings_ms.get("total", 0.0)}
+        documents = self._documents(query, asker)
         decision = self.abstention.decide(question, retrieval)
         if decision.abstain:
-            log.info("abstained", extra={"request_id": request_id, "reason": decision.reason})
-            return self._abstain(question, retrieval, request_id, timings, None)
+            log.info("abstained: %s", decision.reason, extra={"request_id": request_id})
+            if not documents:
+                return self._abstain(question, retrieval, request_id, timings, None)
+        # The organisation's documents come after the Regulation and never replace it: when the Regulation
+        # does not cover the question, an answer may still quote them, saying so.
+        sources = (() if decision.abstain else retrieval.passages) + documents
         t = time.perf_counter()
-        draft, notice = self.generator.generate(question, retrieval, history)
+        draft, notice = self.generator.generate(question, replace(retrieval, passages=sources), history)
+        if decision.abstain:
+            notice = " ".join(filter(None, [ONLY_DOCUMENTS, notice]))
         timings["generation"] = (time.perf_counter() - t) * 1000
-        verified = verify(draft, retrieval.passages)
+        verified = verify(draft, sources)
         for reason in verified.dropped:
             log.warning("dropped statement: %s", reason, extra={"request_id": request_id})
         if draft.not_in_sources or not verified.statements:
             return self._abstain(question, retrieval, request_id, timings, notice)
-        return Answer(question, False, verified.statements, verified.citations, retrieval.passages,
+        return Answer(question, False, verified.statements, verified.citations, retrieval.passages + documents,
                       self.generator.mode, request_id, notice=notice, timings_ms=timings)
+
+    def _documents(self, query: str, asker: Asker) -> tuple[Passage, ...]:
+        if self.documents is None or not asker.workspace:
+            return ()
+        return tuple(self.documents.search(query, asker, DOCUMENT_PASSAGES, DOCUMENT_MIN_SIMILARITY))
 
     def _abstain(self, question: str, retrieval: Retrieval, request_id: str, timings: dict, notice: str | None) -> Answer:
         return Answer(question, True, (Statement(NOT_COVERED, ()),), (), retrieval.passages, self.generator.mode,

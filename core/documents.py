@@ -171,9 +171,11 @@ class DocumentLibrary:
         collection.delete({"generation": gone.generation})
         return gone.record
 
-    def search(self, workspace: str, query: str, k: int = 5) -> list[Passage]:
+    def search(self, workspace: str, query: str, k: int = 5, min_similarity: float = 0.0) -> list[Passage]:
         """The workspace's best `k` chunks for `query`: cosine similarity and BM25 (words stemmed in the
-        query's language, and character n-grams for any other), fused by z-score sum."""
+        query's language, and character n-grams for any other), fused by z-score sum. Chunks whose
+        cosine similarity to the query is below `min_similarity` are left out: z-scores rank, but only
+        an absolute similarity says whether a chunk is about the question at all."""
         with self._lock:
             shelf = self._shelf(workspace)
             if not shelf.documents:
@@ -188,7 +190,8 @@ class DocumentLibrary:
         scores = (_DENSE_WEIGHT * zscore(dense) + _WORDS_WEIGHT * zscore(lexical.word_scores(query))
                   + _GRAMS_WEIGHT * zscore(lexical.gram_scores(query)))
         passages = []
-        for i in np.argsort(-scores, kind="stable")[:k]:
+        ranked = [i for i in np.argsort(-scores, kind="stable") if dense[i] >= min_similarity]
+        for i in ranked[:k]:
             doc, stored = rows[i]
             passages.append(Passage(
                 source_id=f"doc:{doc.record.upload_id}:{stored.chunk.chunk_id}",

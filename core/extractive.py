@@ -19,6 +19,7 @@ from core.vocabulary import expand
 # Splits a provision into sentences and lettered/numbered points without losing any character.
 _UNIT_BREAK = re.compile(r"(?<=[.;:])\s+(?=\(?[a-z0-9ivx]{1,4}\)\s|[A-ZÀ-Ý])")
 MAX_QUOTE_CHARS = 420
+MAX_DOCUMENT_QUOTES = 2
 
 
 class ExtractiveGenerator:
@@ -37,18 +38,21 @@ class ExtractiveGenerator:
         return contextualise(question, history)
 
     def generate(self, question: str, retrieval: Retrieval, history: Sequence[Turn] = ()) -> tuple[Draft, str | None]:
-        chosen = self._choose(retrieval)
+        chosen = self._choose(retrieval) + [p for p in retrieval.passages if p.kind == "document"][:MAX_DOCUMENT_QUOTES]
         terms = set(tokenize(f"{retrieval.query} {expand(retrieval.query) if retrieval.lang == 'en' else ''}",
                              retrieval.lang))
         statements = []
         for passage in chosen:
             quote = best_span(passage.text, terms, passage.lang)
-            title = self.store.get(passage.source_id, retrieval.lang).title
-            statements.append(DraftStatement(f"{passage.label} — {title}", (passage.source_id,), quote))
+            if passage.kind == "document":
+                heading = f"{passage.label} — your organisation's document"
+            else:
+                heading = f"{passage.label} — {self.store.get(passage.source_id, retrieval.lang).title}"
+            statements.append(DraftStatement(heading, (passage.source_id,), quote))
         return Draft(tuple(statements)), None
 
     def _choose(self, retrieval: Retrieval) -> list[Passage]:
-        passages = list(retrieval.passages)
+        passages = [p for p in retrieval.passages if p.kind == "regulation"]
         if not passages:
             return []
         if retrieval.referenced:

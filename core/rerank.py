@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from core.embedding import ModelLoadError
 from core.provisions import ProvisionStore
 
 Ranked = list[tuple[str, float]]
@@ -31,7 +32,7 @@ class CrossEncoderReranker:
         try:
             self._model = CrossEncoder(model, device="cpu")
         except OSError as exc:
-            raise RuntimeError(f"Could not load reranker model {model!r}: {exc}") from None
+            raise ModelLoadError(f"Could not load reranker model {model!r}: {exc}") from None
 
     def rerank(self, query: str, ranked: Ranked, store: ProvisionStore) -> Ranked:
         if not ranked:

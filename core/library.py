@@ -1,0 +1,51 @@
+"""What adapters call for uploaded documents: admins add and forget, everyone in the workspace lists."""
+from __future__ import annotations
+
+import uuid
+from collections.abc import Collection
+
+from core.documents import DocumentLibrary, DocumentRecord
+from core.models import Asker
+from corpus.documents import DocumentRejected, ingest_pdf
+
+__all__ = ["DocumentRecord", "DocumentRejected", "Documents", "NotAllowed"]
+
+
+class NotAllowed(Exception):
+    """The asker may not do this; `str(exc)` is the polite reply."""
+
+
+def _scope(asker: Asker) -> str:
+    return f"{asker.platform}:{asker.workspace or ''}"
+
+
+class Documents:
+    def __init__(self, library: DocumentLibrary, admins: Collection[str], *, max_bytes: int, max_pages: int):
+        self.library = library
+        self.admins = frozenset(admins)
+        self.max_bytes = max_bytes
+        self.max_pages = max_pages
+
+    def is_admin(self, asker: Asker) -> bool:
+        return bool(asker.user) and asker.user in self.admins
+
+    def add(self, data: bytes, filename: str, *, asker: Asker) -> DocumentRecord:
+        """Index a PDF for the asker's workspace. Raises NotAllowed or DocumentRejected (nothing indexed)."""
+        self._require_admin(asker, "add documents")
+        document = ingest_pdf(data, filename, max_bytes=self.max_bytes, max_pages=self.max_pages)
+        return self.library.add(_scope(asker), document, uploader=asker.user or "", upload_id=uuid.uuid4().hex[:12])
+
+    def list(self, asker: Asker) -> list[DocumentRecord]:
+        return self.library.list(_scope(asker))
+
+    def forget(self, filename: str, *, asker: Asker) -> DocumentRecord | None:
+        self._require_admin(asker, "remove documents")
+        return self.library.forget(_scope(asker), filename)
+
+    def search(self, query: str, asker: Asker, k: int, min_similarity: float):
+        return self.library.search(_scope(asker), query, k, min_similarity)
+
+    def _require_admin(self, asker: Asker, action: str) -> None:
+        if not self.is_admin(asker):
+            raise NotAllowed(f"Sorry, only the bot's admins can {action}. Ask one of them, or your IT team, "
+                             "to add you to GDPRBOT_ADMINS.")

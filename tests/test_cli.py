@@ -1,0 +1,50 @@
+"""`python -m bot` as a user runs it: real processes, the session's built corpus and index."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run(args, data_dir, stdin=None, **env):
+    return subprocess.run([sys.executable, "-m", "bot", *args], cwd=REPO, input=stdin, capture_output=True, text=True,
+                          timeout=240, env={**os.environ, "HF_HUB_OFFLINE": "1", "GDPRBOT_DATA_DIR": str(data_dir), **env})
+
+
+def test_help_lists_the_subcommands(tmp_path):
+    result = run(["--help"], tmp_path)
+    assert result.returncode == 0
+    for command in ("ask", "chat", "slack", "teams", "index", "audit"):
+        assert command in result.stdout
+
+
+def test_an_invalid_setting_is_one_clear_line(tmp_path):
+    result = run(["ask", "What is a controller?"], tmp_path, CHROMA_PORT="not-a-port")
+    assert result.returncode == 2
+    assert result.stderr.strip().count("\n") == 0 and "CHROMA_PORT" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_ask_reads_questions_from_stdin_and_prints_json(components, data_dir):
+    components.retriever  # the session's corpus and index are built
+    questions = "How quickly must a personal data breach be reported?\nWhich countries have an adequacy decision?\n"
+    result = run(["ask", "--json"], data_dir, stdin=questions)
+    assert result.returncode == 0, result.stderr
+    breach, adequacy = [json.loads(line) for line in result.stdout.splitlines()]
+    assert breach["citations"][0]["provision"] == "Art. 33(1)"
+    assert breach["citations"][0]["quote"] in breach["answer"]
+    assert breach["mode"] == "extractive" and breach["abstained"] is False
+    assert {"question", "abstained", "answer", "citations", "retrieved", "mode", "timings_ms"} <= breach.keys()
+    assert adequacy["abstained"] is True and adequacy["citations"] == []
+
+
+def test_every_cli_answer_lands_in_the_audit_trail(components, data_dir):
+    components.retriever
+    run(["ask", "What is a controller?"], data_dir)
+    exported = run(["audit", "--csv"], data_dir)
+    assert exported.returncode == 0
+    assert "What is a controller?" in exported.stdout and ",cli," in exported.stdout
