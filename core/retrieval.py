@@ -65,6 +65,9 @@ class Retrieval:
     lang: str
     passages: tuple[Passage, ...]
     referenced: tuple[str, ...]  # provision ids the question names explicitly
+    # Best cosine similarity of the question to any provision text or guide line: how close the question
+    # is to anything the Regulation is about (meaningful for English questions; the model is English).
+    similarity: float = 0.0
     timings_ms: dict[str, float] = field(default_factory=dict)
 
 
@@ -105,7 +108,9 @@ class Retriever:
         lang = lang or detect_language(query, allowed=self.store.languages)
         referenced = referenced_provisions(query, self.store.ids)
         timings: dict[str, float] = {}
-        scores = self.fuse(self.signals(query, lang, timings), lang)
+        signals = self.signals(query, lang, timings)
+        similarity = float(max(signals["dense"].max(), signals["guide_dense"].max()))
+        scores = self.fuse(signals, lang)
         order = list(np.argsort(-scores, kind="stable"))
         ids = self.store.ids
         ranked = [(ids[i], float(scores[i])) for i in order]
@@ -118,7 +123,7 @@ class Retriever:
             ranked = named + [(pid, s) for pid, s in ranked if pid not in referenced]
         passages = tuple(self._passage(self.store.get(pid, lang), score) for pid, score in ranked[:k])
         timings["total"] = (time.perf_counter() - started) * 1000
-        return Retrieval(query, lang, passages, tuple(referenced), timings)
+        return Retrieval(query, lang, passages, tuple(referenced), similarity, timings)
 
     def signals(self, query: str, lang: str, timings: dict[str, float] | None = None) -> dict[str, np.ndarray]:
         """Every raw score of every provision for `query`, by signal name (see RetrievalConfig)."""

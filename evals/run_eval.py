@@ -99,8 +99,15 @@ def evaluate_abstention(service, questions) -> dict:
             "answered_unanswerable_ids": missed, "refused_answerable_ids": wrongly_refused}
 
 
+def unlimited_service(components: Components):
+    """The bot's answer pipeline without fair-use limits or audit rows: evals ask hundreds of questions at once."""
+    from core.assistant import Assistant
+
+    return Assistant(components.retriever, components.generator, max_question_chars=components.settings.max_question_chars)
+
+
 def cmd_abstention(args, components: Components) -> int:
-    result = evaluate_abstention(components.service, load_questions(args.questions))
+    result = evaluate_abstention(unlimited_service(components), load_questions(args.questions))
     if args.json:
         print(json.dumps(result))
     else:
@@ -124,7 +131,7 @@ def cmd_answers(args, components: Components) -> int:
         print("GROQ_API_KEY is not set: the LLM mode was not run. Set it (and optionally GROQ_MODEL) to measure it.")
         return 0
     questions = load_questions(args.questions)[: args.limit]
-    result = evaluate_abstention(components.service, questions)
+    result = evaluate_abstention(unlimited_service(components), questions)
     result["mode"] = components.generator.mode
     print(json.dumps(result, indent=2))
     return 0
