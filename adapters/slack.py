@@ -2,7 +2,11 @@
 
 HTTP mode serves `/slack/events` (signature-verified by bolt) and `GET /healthz` on aiohttp; Socket Mode is
 used when an app-level token is configured. Everything Slack-specific stays here and in `slack_render`;
-the core is reached only through `AnswerService`.
+the core is reached only through `AnswerService`, and uploaded PDFs through `Documents`.
+
+A file is an upload when it is sent to the bot in a DM, or shared in a channel by a message that mentions the
+bot. One share arrives as several events (a `message` of subtype `file_share`, an `app_mention`, `file_shared`),
+in any order: the first to claim the file indexes it and confirms in the share's thread.
 """
 from __future__ import annotations
 
@@ -16,8 +20,10 @@ from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from typing import Awaitable, Callable, Iterable, Mapping, Sequence, TypeVar
+from typing import Awaitable, Callable, Iterable, Literal, Mapping, Sequence, TypeVar
+from urllib.parse import urlsplit
 
+import aiohttp
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
@@ -34,14 +40,22 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 from adapters.slack_render import (
     FEEDBACK_DOWN,
     FEEDBACK_UP,
+    FORGET_USAGE,
     HELP_TEXT,
+    UPLOADS_DISABLED,
     SlackMessage,
+    download_failed_text,
     escape,
+    forgotten_text,
+    indexed_text,
     render_answer,
+    render_document_list,
     render_text,
     to_plain,
+    too_large_text,
 )
 from bot.settings import Settings, SettingsError
+from core.library import DocumentRejected, Documents, NotAllowed
 from core.models import Asker, Turn
 from core.service import AnswerService, QuestionRejected
 
@@ -49,6 +63,7 @@ logger = logging.getLogger(__name__)
 
 EVENTS_PATH = "/slack/events"
 STATUS_TEXT = "Searching the Regulation…"
+UPLOAD_STATUS_TEXT = "Reading {name}…"
 PROGRESS_REACTION = "mag"
 # The core is synchronous and CPU-bound, so it runs on threads of its own: aiohttp resolves Slack's hostname
 # on the loop's default executor, which a backlog of questions must not starve.
@@ -56,13 +71,19 @@ CORE_THREADS = 4
 # Threads can be long; the core only needs the recent context.
 MAX_HISTORY_TURNS = 20
 HISTORY_FETCH_LIMIT = 200
+DOWNLOAD_TIMEOUT_S = 120.0
+DOWNLOAD_CHUNK_BYTES = 64 * 1024
 
 HealthDetails = Callable[[], Mapping[str, object]]
+DocumentsVerb = Literal["docs", "forget"]
 T = TypeVar("T")
 
 
-def build_slack_app(settings: Settings, service: AnswerService) -> AsyncApp:
-    """The bolt app with every listener registered; works for HTTP mode and Socket Mode alike."""
+def build_slack_app(settings: Settings, service: AnswerService, *, documents: Documents | None = None) -> AsyncApp:
+    """The bolt app with every listener registered; works for HTTP mode and Socket Mode alike.
+
+    Without `documents`, uploads and the `docs`/`forget` commands are answered that uploads are not enabled.
+    """
     if not settings.slack_bot_token:
         raise SettingsError("Missing setting SLACK_BOT_TOKEN: the bot token (xoxb-…) is required for Slack")
     retry_handlers = _retry_handlers()
@@ -73,7 +94,7 @@ def build_slack_app(settings: Settings, service: AnswerService) -> AsyncApp:
     )
     # An empty signing secret (Socket Mode) makes every HTTP request fail verification, which is the safe side.
     app = AsyncApp(client=client, signing_secret=settings.slack_signing_secret or "", name="gdpr-bot")
-    _Listeners(service, client, retry_handlers).register(app)
+    _Listeners(service, client, retry_handlers, documents).register(app)
     return app
 
 
@@ -111,10 +132,12 @@ def run_slack(
     *,
     extra_routes: Sequence[web.RouteDef] = (),
     health: HealthDetails | None = None,
+    documents: Documents | None = None,
 ) -> None:
     """Serve until SIGINT/SIGTERM: Socket Mode when SLACK_APP_TOKEN is set, else HTTP mode on `port`."""
+    serving = serve_slack(settings, service, port, extra_routes=extra_routes, health=health, documents=documents)
     try:
-        asyncio.run(_until_terminated(serve_slack(settings, service, port, extra_routes=extra_routes, health=health)))
+        asyncio.run(_until_terminated(serving))
     except KeyboardInterrupt:
         logger.info("Slack adapter stopped")
 
@@ -127,6 +150,7 @@ async def serve_slack(
     host: str = "0.0.0.0",
     extra_routes: Sequence[web.RouteDef] = (),
     health: HealthDetails | None = None,
+    documents: Documents | None = None,
 ) -> None:
     """`run_slack` as a coroutine: serves until cancelled.
 
@@ -134,7 +158,7 @@ async def serve_slack(
     and metrics scraping work the same in both modes.
     """
     _check_mode_settings(settings)
-    app = build_slack_app(settings, service)
+    app = build_slack_app(settings, service, documents=documents)
     socket_mode = settings.slack_app_token is not None
     runner = web.AppRunner(make_web_app(app, extra_routes=extra_routes, health=health, serve_events=not socket_mode))
     await runner.setup()
@@ -214,9 +238,15 @@ class _RecentKeys:
         return next(iter(self._seen.values()))
 
 
+class _DownloadFailed(Exception):
+    pass
+
+
 class _Listeners:
-    def __init__(self, service: AnswerService, client: AsyncWebClient, retry_handlers: list[AsyncRetryHandler]):
+    def __init__(self, service: AnswerService, client: AsyncWebClient, retry_handlers: list[AsyncRetryHandler],
+                 documents: Documents | None):
         self._service = service
+        self._documents = documents
         self._client = client
         self._retry_handlers = retry_handlers
         self._recent = _RecentKeys()
@@ -226,12 +256,14 @@ class _Listeners:
         # `/gdpr <first word> …`: adding a subcommand is one entry here.
         self._subcommands: dict[str, Callable[[AsyncAck, dict, str], Awaitable[None]]] = {
             "help": self._command_help,
+            "docs": partial(self._command_documents, "docs"),
+            "forget": partial(self._command_documents, "forget"),
         }
 
     def register(self, app: AsyncApp) -> None:
         app.event("app_mention")(self._on_mention)
         app.event("message")(self._on_message)
-        app.event("file_shared")(self._acknowledge_only)
+        app.event("file_shared")(self._on_file_shared)
         app.command("/gdpr")(self._on_command)
         app.action(FEEDBACK_UP)(self._on_feedback)
         app.action(FEEDBACK_DOWN)(self._on_feedback)
@@ -245,19 +277,40 @@ class _Listeners:
 
     async def _on_mention(self, ack: AsyncAck, body: dict, event: dict, context: AsyncBoltContext) -> None:
         await ack()
-        if _from_a_bot(event) or not self._first_delivery(body, event):
+        if _from_a_bot(event):
+            return
+        if event.get("files"):
+            self._receive_files(event, context)
+            return
+        if not self._first_delivery(body, event):
             return
         thread_ts = event.get("thread_ts") or event["ts"]
         self._ask_in_thread(event, context, thread_ts)
 
     async def _on_message(self, ack: AsyncAck, body: dict, event: dict, context: AsyncBoltContext) -> None:
         await ack()
+        if _from_a_bot(event):
+            return
+        if event.get("files"):
+            # Not every share that mentions the bot comes as app_mention too, so this one is looked at as well.
+            if event.get("channel_type") == "im" or _mentions(event, context.bot_user_id):
+                self._receive_files(event, context)
+            return
         # Channel messages arrive only for thread context; a question there comes as app_mention.
-        if event.get("channel_type") != "im" or event.get("subtype") or _from_a_bot(event):
+        if event.get("channel_type") != "im" or event.get("subtype"):
             return
         if not self._first_delivery(body, event):
             return
         self._ask_in_thread(event, context, event.get("thread_ts"))
+
+    async def _on_file_shared(self, ack: AsyncAck, event: dict, context: AsyncBoltContext) -> None:
+        await ack()
+        channel, file_id = event.get("channel_id") or "", event.get("file_id")
+        # In a channel a file is for the bot only when its message mentions the bot, which this event cannot
+        # tell; those shares come as message events too. DM channel ids start with "D".
+        if channel.startswith("D") and file_id:
+            asker = Asker(platform="slack", workspace=context.team_id, channel=channel, user=event.get("user_id"))
+            self._spawn(self._index_shared_file(file_id, channel, asker))
 
     async def _on_command(self, ack: AsyncAck, command: dict) -> None:
         text = to_plain(command.get("text") or "")
@@ -290,9 +343,17 @@ class _Listeners:
             await self._command_help(ack, command, "")
             return
         await ack()
-        asker = Asker(platform="slack", workspace=command.get("team_id"), channel=command.get("channel_id"),
-                      user=command.get("user_id"))
-        self._spawn(self._answer_command(command["response_url"], question, asker, private))
+        self._spawn(self._answer_command(command["response_url"], question, _command_asker(command), private))
+
+    async def _command_documents(self, verb: DocumentsVerb, ack: AsyncAck, command: dict, rest: str) -> None:
+        await ack()
+        self._spawn(self._answer_documents_command(command["response_url"], verb, rest, _command_asker(command)))
+
+    async def _answer_documents_command(self, response_url: str, verb: DocumentsVerb, argument: str,
+                                        asker: Asker) -> None:
+        webhook = AsyncWebhookClient(response_url, retry_handlers=self._retry_handlers)
+        for message in await self._documents_reply(verb, argument, asker):
+            await _send(webhook, message, "ephemeral")
 
     async def _answer_command(self, response_url: str, question: str, asker: Asker, private: bool) -> None:
         # response_url works in channels the bot is not a member of, and can answer privately.
@@ -334,6 +395,10 @@ class _Listeners:
         if not question:
             await self._post(conv, [render_text(HELP_TEXT)])
             return
+        command = _documents_command(question)
+        if command is not None:
+            await self._post(conv, await self._documents_reply(*command, conv.asker))
+            return
         clear_progress = await self._show_progress(conv)
         try:
             history = await self._history(conv, bot_user_id, bot_id) if conv.is_follow_up else ()
@@ -348,7 +413,7 @@ class _Listeners:
         finally:
             await clear_progress()
 
-    async def _show_progress(self, conv: _Conversation) -> Callable[[], Awaitable[None]]:
+    async def _show_progress(self, conv: _Conversation, status: str = STATUS_TEXT) -> Callable[[], Awaitable[None]]:
         """The assistant status where Slack offers it, else a reaction; returns how to clear it."""
 
         async def nothing() -> None:
@@ -358,7 +423,7 @@ class _Listeners:
         if conv.thread_ts:
             try:
                 await self._client.assistant_threads_setStatus(
-                    channel_id=conv.channel, thread_ts=conv.thread_ts, status=STATUS_TEXT
+                    channel_id=conv.channel, thread_ts=conv.thread_ts, status=status
                 )
                 return nothing
             except SlackApiError as exc:
@@ -418,6 +483,109 @@ class _Listeners:
             except SlackApiError:
                 logger.exception("Posting the apology failed too (reference %s)", reference)
 
+    # --- uploaded documents ------------------------------------------------------------------------------
+
+    def _receive_files(self, event: dict, context: AsyncBoltContext) -> None:
+        channel = event["channel"]
+        asker = Asker(platform="slack", workspace=context.team_id or event.get("team"), channel=channel,
+                      user=event.get("user"))
+        conversation = _Conversation(channel, event["ts"], event.get("thread_ts") or event["ts"], asker)
+        for file in event["files"]:
+            if True:
+                self._spawn(self._index(file, conversation))
+
+    async def _index_shared_file(self, file_id: str, channel: str, asker: Asker) -> None:
+        file = await self._file_info(file_id)
+        share = _share_in(file, channel) if file else None
+        if file is None or share is None:
+            # Nothing to index and no thread to confirm in; the share's message event may still bring it.
+            logger.warning("No details for file %s shared in %s", file_id, channel)
+            return
+        # Claimed only now, so a failed files.info leaves the file to the message event.
+        if self._recent.claim(_file_key(file_id, channel)):
+            ts, thread_ts = share
+            await self._index(file, _Conversation(channel, ts, thread_ts or ts, asker))
+
+    async def _index(self, file: dict, conv: _Conversation) -> None:
+        """Index one shared file and confirm, or say why not, in the share's thread."""
+        if self._documents is None:
+            await self._post(conv, [render_text(UPLOADS_DISABLED)])
+            return
+        if "url_private_download" not in file:  # e.g. shares from other organisations name only the id
+            file = await self._file_info(file["id"]) or file
+        name = file.get("name") or file.get("title") or file["id"]
+        clear_progress = await self._show_progress(conv, UPLOAD_STATUS_TEXT.format(name=name))
+        try:
+            try:
+                message = render_text(await self._upload_reply(self._documents, file, name, conv.asker))
+            except Exception:
+                message = _apology(f"indexing {name}")
+            await self._post(conv, [message])
+        finally:
+            await clear_progress()
+
+    async def _upload_reply(self, documents: Documents, file: dict, name: str, asker: Asker) -> str:
+        size = file.get("size")
+        # Non-admins are told they may not add documents, whatever the size, by `add` below.
+        if isinstance(size, int) and size > documents.max_bytes and documents.is_admin(asker):
+            return too_large_text(name, documents.max_bytes)
+        url = file.get("url_private_download") or ""
+        if not _on_slack(url, self._client.base_url):
+            logger.warning("Not downloading file %s from %r: not a Slack URL", file["id"], url)
+            return download_failed_text(name)
+        try:
+            data = await self._download(url, documents.max_bytes + 1)
+        except _DownloadFailed as exc:
+            logger.warning("Downloading file %s failed: %s", file["id"], exc)
+            return download_failed_text(name)
+        try:
+            record = await self._in_core(documents.add, data, name, asker=asker)
+        except (NotAllowed, DocumentRejected) as exc:
+            return escape(str(exc))
+        return indexed_text(record)
+
+    async def _download(self, url: str, limit: int) -> bytes:
+        """At most `limit` bytes of the file: one past the size limit is enough for the core to refuse it."""
+        headers = {"Authorization": f"Bearer {self._client.token}"}
+        try:
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=DOWNLOAD_TIMEOUT_S)) as session:
+                async with session.get(url, headers=headers) as response:
+                    # Without access (no files:read scope) Slack serves its sign-in page, not an error status.
+                    if response.status != 200 or response.content_type == "text/html":
+                        raise _DownloadFailed(f"HTTP {response.status}, {response.content_type}")
+                    data = bytearray()
+                    async for chunk in response.content.iter_chunked(DOWNLOAD_CHUNK_BYTES):
+                        data += chunk
+                        if len(data) >= limit:
+                            break
+                    return bytes(data[:limit])
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            raise _DownloadFailed(repr(exc)) from exc
+
+    async def _file_info(self, file_id: str) -> dict | None:
+        try:
+            response = await self._client.files_info(file=file_id)
+        except SlackApiError as exc:
+            logger.warning("files.info for %s refused: %s", file_id, exc.response.get("error"))
+            return None
+        return response.get("file")
+
+    async def _documents_reply(self, verb: DocumentsVerb, argument: str, asker: Asker) -> list[SlackMessage]:
+        """`docs` lists the workspace's documents; `forget <file name>` removes one (admins only)."""
+        if self._documents is None:
+            return [render_text(UPLOADS_DISABLED)]
+        try:
+            if verb == "docs":
+                return render_document_list(await self._in_core(self._documents.list, asker))
+            if not argument:
+                return [render_text(FORGET_USAGE)]
+            removed = await self._in_core(self._documents.forget, argument, asker=asker)
+        except NotAllowed as exc:
+            return [render_text(escape(str(exc)))]
+        except Exception:
+            return [_apology(f"running `{verb}`")]
+        return [render_text(forgotten_text(argument, removed))]
+
     # --- feedback --------------------------------------------------------------------------------------------
 
     async def _record_feedback(self, request_id: str, helpful: bool, asker: Asker, response_url: str | None) -> None:
@@ -452,6 +620,53 @@ def _from_a_bot(event: dict) -> bool:
     return bool(event.get("bot_id")) or event.get("subtype") == "bot_message"
 
 
+def _mentions(event: dict, bot_user_id: str | None) -> bool:
+    return bot_user_id is not None and f"<@{bot_user_id}>" in (event.get("text") or "")
+
+
+def _command_asker(command: dict) -> Asker:
+    return Asker(platform="slack", workspace=command.get("team_id"), channel=command.get("channel_id"),
+                 user=command.get("user_id"))
+
+
+def _documents_command(text: str) -> tuple[DocumentsVerb, str] | None:
+    """`docs` or `forget <file name>` written to the bot in a mention or DM; anything else is a question."""
+    words = text.split(maxsplit=1)
+    verb, rest = words[0].lower(), (words[1].strip() if len(words) > 1 else "")
+    if verb == "docs" and not rest:
+        return "docs", ""
+    if verb == "forget":
+        return "forget", rest
+    return None
+
+
+def _file_key(file_id: str, channel: str) -> str:
+    # The same file shared again in another conversation is a new upload there.
+    return f"file:{file_id}:{channel}"
+
+
+def _share_in(file: dict, channel: str) -> tuple[str, str | None] | None:
+    """(ts, thread_ts) of the file's latest share in `channel`, from files.info's `shares`."""
+    shares = [s for by_channel in (file.get("shares") or {}).values() for s in by_channel.get(channel, ())]
+    if not shares:
+        return None
+    latest = max(shares, key=lambda share: float(share.get("ts", 0)))
+    return latest["ts"], latest.get("thread_ts")
+
+
+def _on_slack(url: str, api_base_url: str) -> bool:
+    """Whether `url` is on the Web API's host or under it (files.slack.com for slack.com, the fake's host and port
+    when SLACK_API_URL points at one): the bot token is sent nowhere else."""
+    target, api = urlsplit(url), urlsplit(api_base_url)
+    host, api_host = target.hostname or "", api.hostname or ""
+    try:
+        same_port = target.port == api.port
+    except ValueError:  # a malformed port
+        return False
+    return bool(api_host) and target.scheme == api.scheme and same_port and (
+        host == api_host or host.endswith("." + api_host))
+
+
 def _private_flag(text: str) -> tuple[bool, str]:
     first, _, rest = text.partition(" ")
     if first in ("-p", "--private"):
@@ -463,15 +678,16 @@ def _reference() -> str:
     return uuid.uuid4().hex[:8]
 
 
-def _apology_text(reference: str) -> str:
-    return f":warning: Sorry, something went wrong while answering. Please try again later (reference `{reference}`)."
+def _apology_text(reference: str, doing: str = "answering") -> str:
+    return (f":warning: Sorry, something went wrong while {escape(doing)}. Please try again later "
+            f"(reference `{reference}`).")
 
 
-def _apology() -> SlackMessage:
+def _apology(doing: str = "answering") -> SlackMessage:
     """Called inside an `except` block: logs the traceback under the reference shown to the user."""
     reference = _reference()
-    logger.exception("Answering failed (reference %s)", reference)
-    return render_text(_apology_text(reference))
+    logger.exception("Failed while %s (reference %s)", doing, reference)
+    return render_text(_apology_text(reference, doing))
 
 
 async def _send(webhook: AsyncWebhookClient, message: SlackMessage, response_type: str) -> None:

@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from core.documents import DocumentRecord
 from core.models import Answer, Citation, Passage
 
 SOURCE_LINE = "Source: Regulation (EU) 2016/679, consolidated text incl. 2018 corrigendum · not legal advice"
@@ -32,8 +33,14 @@ HELP_TEXT = (
     "thread keep its context.\n"
     "• Send me a direct message.\n"
     "• `/gdpr <question>` answers in the channel; `/gdpr -p <question>` answers only you.\n"
+    "• `/gdpr docs` (or a mention of me with `docs`) lists your organisation's documents, which answers "
+    "in this workspace may quote.\n"
+    "• Admins add a PDF by sending it to me in a direct message, or by sharing it in a channel with a mention "
+    "of me. `/gdpr forget <file name>` (or a mention with `forget <file name>`) removes one.\n"
     "• `/gdpr help` shows this message."
 )
+UPLOADS_DISABLED = "Document uploads are not enabled on this bot."
+FORGET_USAGE = "Which document? Use `forget <file name>`, e.g. `forget Retention policy.pdf`; `docs` lists them."
 
 
 @dataclass(frozen=True)
@@ -90,6 +97,48 @@ def to_plain(text: str, *, bot_user_id: str | None = None) -> str:
 def render_text(text: str) -> SlackMessage:
     """A short reply we wrote ourselves (help, apology, rejection reason): `text` is trusted mrkdwn."""
     return SlackMessage(text=_clip(text, MAX_FALLBACK_CHARS), blocks=(_section(_clip(text, MAX_TEXT_CHARS)),))
+
+
+def indexed_text(record: DocumentRecord) -> str:
+    """The confirmation of an upload: "Indexed X.pdf: 3 pages, 5 passages"."""
+    return f"Indexed {escape(record.filename)}: {_counts(record)}"
+
+
+def forgotten_text(filename: str, removed: DocumentRecord | None) -> str:
+    if removed is None:
+        return f"No document named {escape(filename)}."
+    return f"Removed {escape(removed.filename)}."
+
+
+def too_large_text(filename: str, max_bytes: int) -> str:
+    """Worded as the core words it, for a file refused before it is downloaded."""
+    return escape(f"{filename} is larger than the {max_bytes / 1_000_000:g} MB limit.")
+
+
+def download_failed_text(filename: str) -> str:
+    return (f":warning: I couldn't download {escape(filename)} from Slack. Please share it again; if this keeps "
+            "happening, the app may be missing the `files:read` scope.")
+
+
+def render_document_list(records: list[DocumentRecord]) -> list[SlackMessage]:
+    """The workspace's uploaded documents, newest last, split over messages like an answer."""
+    if not records:
+        return [render_text("No documents have been added in this workspace yet. Admins add a PDF by sending it "
+                            "to me in a direct message, or by sharing it in a channel with a mention of me.")]
+    header = f"*{DOCUMENTS_HEADER}* ({len(records)}), which answers in this workspace may quote:"
+    lines = [header] + [
+        f"• {escape(r.filename)}: {_counts(r)} · added by <@{escape(r.uploader)}> on {r.uploaded_at[:10]}"
+        for r in records
+    ]
+    return _pack([_Group((_section(chunk),), chunk) for chunk in _chunks("\n".join(lines), MAX_TEXT_CHARS)])
+
+
+def _counts(record: DocumentRecord) -> str:
+    return f"{_plural(record.pages, 'page')}, {_plural(record.passages, 'passage')}"
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def render_answer(answer: Answer, *, asked_by: str | None = None, question: str | None = None) -> list[SlackMessage]:
@@ -262,7 +311,8 @@ def _norm(text: str) -> str:
 
 
 __all__ = [
-    "ABSTAIN_HEADER", "DOCUMENTS_HEADER", "FEEDBACK_DOWN", "FEEDBACK_UP", "HELP_TEXT", "MAX_BLOCKS",
-    "MAX_MESSAGE_CHARS", "MAX_TEXT_CHARS", "SOURCE_LINE", "SlackMessage", "escape", "render_answer",
-    "render_text", "to_plain",
+    "ABSTAIN_HEADER", "DOCUMENTS_HEADER", "FEEDBACK_DOWN", "FEEDBACK_UP", "FORGET_USAGE", "HELP_TEXT", "MAX_BLOCKS",
+    "MAX_MESSAGE_CHARS", "MAX_TEXT_CHARS", "SOURCE_LINE", "SlackMessage", "UPLOADS_DISABLED",
+    "download_failed_text", "escape", "forgotten_text", "indexed_text", "render_answer", "render_document_list",
+    "render_text", "to_plain", "too_large_text",
 ]

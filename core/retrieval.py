@@ -26,24 +26,47 @@ FUSIONS = ("zsum", "rrf")
 
 
 @dataclass(frozen=True)
-class RetrievalConfig:
-    """Weights of the fused signals. Each is a weight on a per-question z-score (or on 1/(k+rank) for rrf)."""
+class Weights:
+    """Weights of the fused signals, each on a per-question z-score (or on 1/(k+rank) for rrf).
 
+    Signals: `dense`/`guide_dense`/`title` are cosine similarities to the English provision text, guide
+    lines and article headings; `words`/`grams` BM25 over the provisions in the question's language;
+    `guide_words` BM25 over the English guide; `native_guide_words` over the guide in the question's
+    language; `english_words` BM25 over the English provisions (for mixed-language questions).
+    `article` adds each provision's best-in-article score: the right article first, then the paragraph.
+    """
+
+    dense: float = 0.0
+    guide_dense: float = 0.0
+    title: float = 0.0
+    words: float = 0.0
+    grams: float = 0.0
+    guide_words: float = 0.0
+    native_guide_words: float = 0.0
+    english_words: float = 0.0
+    article: float = 0.0
+
+    def __post_init__(self):
+        negative = [name for name, value in vars(self).items() if value < 0]
+        if negative:
+            raise ValueError(f"weights must be >= 0: {', '.join(negative)}")
+
+
+# Chosen with `python -m evals.run_eval retrieval --sweep` on the visible set (see README). In English
+# the provision guides carry most of the signal for lay wording and the legal text breaks ties; in other
+# languages the English model reads noise, so the native guide and native BM25 lead.
+ENGLISH = Weights(dense=0.15, guide_dense=1.0, title=0.1, words=0.1, grams=0.1, guide_words=2.5, article=2.0)
+OTHER_LANGUAGES = Weights(dense=0.35, guide_dense=0.06, words=0.26, grams=0.8, native_guide_words=5.6,
+                          english_words=0.1, article=0.27)
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    english: Weights = ENGLISH
+    other: Weights = OTHER_LANGUAGES
     fusion: str = "zsum"
-    # Chosen with `python -m evals.run_eval retrieval --sweep` on the visible set (see README): the
-    # provision guides carry most of the signal for lay wording; the legal text breaks ties.
-    dense: float = 0.15
-    dense_foreign: float = 0.15  # the English model reads other languages as noise
-    guide_dense: float = 1.0
-    guide_words: float = 2.5
-    native_guide_words: float = 2.5  # the guide in the question's language, where one exists
-    words: float = 0.1
-    grams: float = 0.1
-    english_words: float = 0.3  # English BM25 for a non-English question (mixed-language wording)
-    title: float = 0.1
-    article: float = 2.0
     vocabulary: bool = True
-    expansion: float = 0.5
+    expansion: float = 0.5  # weight of the lay-vocabulary terms relative to the question's own words
     expand_dense: bool = False  # the dense model reads lay wording well; expansion terms dilute it
     rrf_k: int = 60
     rerank_depth: int = 30
@@ -52,9 +75,8 @@ class RetrievalConfig:
     def __post_init__(self):
         if self.fusion not in FUSIONS:
             raise ValueError(f"fusion must be one of {FUSIONS}, got {self.fusion!r}")
-        for name in ("dense", "dense_foreign", "guide_dense", "guide_words", "native_guide_words", "words", "grams", "english_words", "title", "article", "expansion"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} weight must be >= 0")
+        if self.expansion < 0:
+            raise ValueError("expansion must be >= 0")
         if self.rerank_depth < 1 or self.dense_candidates < 1:
             raise ValueError("rerank_depth and dense_candidates must be >= 1")
 
@@ -165,15 +187,10 @@ class Retriever:
 
     def fuse(self, signals: dict[str, np.ndarray], lang: str) -> np.ndarray:
         c = self.config
-        # The English model reads other languages as noise: its signals count for little there.
-        foreign = 1.0 if lang == "en" else c.dense_foreign
-        weights = {"dense": c.dense * foreign, "guide_dense": c.guide_dense * foreign, "title": c.title * foreign,
-                   "words": c.words, "grams": c.grams, "english_words": c.english_words,
-                   "guide_words": c.guide_words if lang == "en" else c.english_words,
-                   "native_guide_words": c.native_guide_words}
+        weights = vars(c.english if lang == "en" else c.other)
         normalise = zscore if c.fusion == "zsum" else (lambda v: _rrf(v, c.rrf_k))
         fused = sum(weights[name] * normalise(values) for name, values in signals.items() if weights[name] > 0)
-        return fused + c.article * self._article_best(fused)
+        return fused + weights["article"] * self._article_best(fused)
 
     def _per_provision(self, similarity: dict[str, float]) -> np.ndarray:
         floor = min(similarity.values(), default=0.0)

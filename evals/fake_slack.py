@@ -1,7 +1,7 @@
 """A local stand-in for Slack, for the adapter's tests and the load benchmark.
 
-`FakeSlack` is the Web API, `response_url`s and a Socket Mode WebSocket, on loopback: it records every
-call, answers like Slack, and returns 429 with Retry-After or `ok: false` errors on demand.
+`FakeSlack` is the Web API, `response_url`s, file downloads and a Socket Mode WebSocket, on loopback: it
+records every call, answers like Slack, and returns 429 with Retry-After or `ok: false` errors on demand.
 The payload builders and `sign()` play Slack's other side: correctly signed Events API, slash-command
 and interactivity requests.
 `LoopbackSlack` wires the real bolt app to both, on free loopback ports.
@@ -18,12 +18,13 @@ import uuid
 from collections import defaultdict, deque
 from dataclasses import dataclass
 from typing import Callable
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 from aiohttp import ClientSession, WSMsgType, web
 
 from adapters.slack import EVENTS_PATH, build_slack_app, make_web_app
 from bot.settings import Settings
+from core.library import Documents
 from core.service import AnswerService
 
 BOT_USER_ID = "UBOT00001"
@@ -35,7 +36,7 @@ SIGNING_SECRET = "fake-signing-secret"
 
 @dataclass(frozen=True)
 class Call:
-    """One request the fake received: a Web API method, or "response_url"."""
+    """One request the fake received: a Web API method, "response_url", or "file_download"."""
 
     method: str
     params: dict
@@ -49,6 +50,8 @@ class FakeSlack:
         self._rate_limits: dict[str, deque[int]] = defaultdict(deque)
         self._errors: dict[str, str] = {}
         self._messages: list[dict] = []
+        self._files: dict[str, dict] = {}
+        self._file_bytes: dict[str, bytes] = {}
         self._ts = itertools.count(1)
         self._runner: web.AppRunner | None = None
         self._sockets: list[web.WebSocketResponse] = []
@@ -61,6 +64,7 @@ class FakeSlack:
         app.add_routes([
             web.route("*", "/api/{method}", self._api),
             web.post("/response/{key}", self._response_url),
+            web.get("/files-pri/{team_file}/download/{name}", self._download),
             web.get("/socket-mode", self._socket_mode),
         ])
         self._runner = web.AppRunner(app, access_log=None)
@@ -97,6 +101,22 @@ class FakeSlack:
         message |= {"user": user} if user else {}
         message |= {"bot_id": bot_id} if bot_id else {}
         self._messages.append(message)
+
+    def add_file(self, file_id: str, name: str, data: bytes, *, user: str, channel: str, ts: str,
+                 thread_ts: str | None = None, size: int | None = None, filetype: str = "pdf",
+                 mimetype: str = "application/pdf") -> dict:
+        """A file `user` shared in `channel` with the message `ts`: its `url_private_download` (on this fake)
+        serves `data` to the bot token, and files.info describes it. Returns the file object as message events
+        carry it; `size` overrides the size Slack reports."""
+        url = f"{self.base_url}/files-pri/{TEAM_ID}-{file_id}/download/{quote(name)}"
+        file = {"id": file_id, "name": name, "title": name, "filetype": filetype, "mimetype": mimetype,
+                "size": len(data) if size is None else size, "user": user, "mode": "hosted", "is_external": False,
+                "url_private": url.replace("/download/", "/"), "url_private_download": url}
+        share = {"ts": ts, "channel_name": "general", "team_id": TEAM_ID} | ({"thread_ts": thread_ts} if thread_ts else {})
+        visibility = "private" if channel.startswith(("D", "G")) else "public"
+        self._files[file_id] = file | {"shares": {visibility: {channel: [share]}}}
+        self._file_bytes[file_id] = data
+        return file
 
     async def push_envelope(self, payload: dict, envelope_type: str = "events_api") -> str:
         """Deliver `payload` over every Socket Mode connection, as Slack does; returns the envelope id."""
@@ -155,6 +175,10 @@ class FakeSlack:
             return {"ok": True, "channel": params["channel"], "ts": ts, "message": {"text": params.get("text")}}
         if method == "apps.connections.open":
             return {"ok": True, "url": self.base_url.replace("http://", "ws://") + "/socket-mode"}
+        if method == "files.info":
+            if params.get("file") not in self._files:
+                return {"ok": False, "error": "file_not_found"}
+            return {"ok": True, "file": self._files[params["file"]]}
         if method == "conversations.replies":
             thread = [m for m in self._messages if m["channel"] == params["channel"] and m["thread_ts"] == params["ts"]]
             return {"ok": True, "messages": sorted(thread, key=lambda m: float(m["ts"])), "has_more": False}
@@ -164,6 +188,18 @@ class FakeSlack:
         self.calls.append(Call("response_url", await request.json(), 200, time.monotonic()))
         return web.Response(text="ok")
 
+    async def _download(self, request: web.Request) -> web.Response:
+        """A file's bytes for the bot token; anyone else gets Slack's sign-in page, as Slack does."""
+        file_id = request.match_info["team_file"].removeprefix(f"{TEAM_ID}-")
+        authorized = request.headers.get("Authorization") == f"Bearer {BOT_TOKEN}"
+        found = file_id in self._file_bytes
+        status = 200 if found else 404
+        self.calls.append(Call("file_download", {"file": file_id, "authorized": authorized}, status, time.monotonic()))
+        if not found:
+            return web.Response(status=404, text="not found")
+        if not authorized:
+            return web.Response(text="<html><body>Sign in to Slack</body></html>", content_type="text/html")
+        return web.Response(body=self._file_bytes[file_id], content_type="application/pdf")
 
     async def _socket_mode(self, request: web.Request) -> web.WebSocketResponse:
         """Socket Mode: say hello, then record each acknowledgement the app sends back."""
@@ -203,27 +239,43 @@ def sign(body: str, *, secret: str = SIGNING_SECRET, timestamp: int | None = Non
     return {"X-Slack-Request-Timestamp": str(timestamp), "X-Slack-Signature": f"v0={digest}"}
 
 
-def event_body(event: dict, *, event_id: str | None = None) -> str:
-    """An Events API envelope (JSON) around `event`."""
+def event_body(event: dict, *, event_id: str | None = None, team: str = TEAM_ID) -> str:
+    """An Events API envelope (JSON) around `event`, from workspace `team`."""
     return json.dumps({
-        "token": "unused", "team_id": TEAM_ID, "api_app_id": "A00000001", "type": "event_callback",
+        "token": "unused", "team_id": team, "api_app_id": "A00000001", "type": "event_callback",
         "event_id": event_id or f"Ev{uuid.uuid4().hex[:10].upper()}", "event_time": int(time.time()),
-        "authorizations": [{"team_id": TEAM_ID, "user_id": BOT_USER_ID, "is_bot": True}],
+        "authorizations": [{"team_id": team, "user_id": BOT_USER_ID, "is_bot": True}],
         "event": event,
     })
 
 
 def mention(text: str, *, channel: str = "C00000001", ts: str, user: str = "U00000001",
-            thread_ts: str | None = None) -> dict:
+            thread_ts: str | None = None, team: str = TEAM_ID) -> dict:
     event = {"type": "app_mention", "user": user, "text": f"<@{BOT_USER_ID}> {text}", "ts": ts,
-             "channel": channel, "team": TEAM_ID, "event_ts": ts}
+             "channel": channel, "team": team, "event_ts": ts}
     return event | ({"thread_ts": thread_ts} if thread_ts else {})
 
 
-def command_body(text: str, *, response_url: str, channel: str = "C00000001", user: str = "U00000001") -> str:
+def file_share(files: list[dict], *, channel: str, ts: str, user: str = "U00000001", text: str = "",
+               thread_ts: str | None = None, team: str = TEAM_ID) -> dict:
+    """The `message` event (subtype file_share) of `user` sharing `files`; DM channel ids start with "D"."""
+    event = {"type": "message", "subtype": "file_share", "user": user, "text": text, "files": files,
+             "upload": True, "ts": ts, "channel": channel, "team": team, "event_ts": ts,
+             "channel_type": "im" if channel.startswith("D") else "channel"}
+    return event | ({"thread_ts": thread_ts} if thread_ts else {})
+
+
+def file_shared(file_id: str, *, channel: str, user: str = "U00000001") -> dict:
+    """The `file_shared` event of the same share: only ids, the rest is for files.info."""
+    return {"type": "file_shared", "channel_id": channel, "file_id": file_id, "user_id": user,
+            "file": {"id": file_id}, "event_ts": f"{time.time():.6f}"}
+
+
+def command_body(text: str, *, response_url: str, channel: str = "C00000001", user: str = "U00000001",
+                 team: str = TEAM_ID) -> str:
     """A `/gdpr` slash-command request (form-encoded)."""
     return urlencode({
-        "token": "unused", "team_id": TEAM_ID, "team_domain": "fake", "channel_id": channel,
+        "token": "unused", "team_id": team, "team_domain": "fake", "channel_id": channel,
         "channel_name": "general", "user_id": user, "user_name": "asker", "command": "/gdpr", "text": text,
         "api_app_id": "A00000001", "response_url": response_url, "trigger_id": "1.2.3",
     })
@@ -249,8 +301,10 @@ class LoopbackSlack:
             status, _ = await slack.post(event_body(mention("…", ts="1.1")))
     """
 
-    def __init__(self, service: AnswerService, *, signing_secret: str = SIGNING_SECRET):
+    def __init__(self, service: AnswerService, *, signing_secret: str = SIGNING_SECRET,
+                 documents: Documents | None = None):
         self.service = service
+        self.documents = documents
         self.fake = FakeSlack()
         self._signing_secret = signing_secret
         self._runner: web.AppRunner | None = None
@@ -261,7 +315,7 @@ class LoopbackSlack:
         await self.fake.start()
         settings = Settings(slack_bot_token=BOT_TOKEN, slack_signing_secret=self._signing_secret,
                             slack_api_url=self.fake.api_url, slack_app_token=None)
-        web_app = make_web_app(build_slack_app(settings, self.service))
+        web_app = make_web_app(build_slack_app(settings, self.service, documents=self.documents))
         self._runner = web.AppRunner(web_app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -296,5 +350,5 @@ class LoopbackSlack:
 
 __all__ = [
     "BOT_ID", "BOT_TOKEN", "BOT_USER_ID", "Call", "FakeSlack", "LoopbackSlack", "SIGNING_SECRET", "TEAM_ID",
-    "button_body", "command_body", "event_body", "mention", "sign",
+    "button_body", "command_body", "event_body", "file_share", "file_shared", "mention", "sign",
 ]

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from bot.settings import load_settings
 from bot.wiring import Components
-from core.retrieval import RetrievalConfig, Retriever
+from core.embedding import quiet_model_loading
+from core.retrieval import ENGLISH, OTHER_LANGUAGES, RetrievalConfig, Retriever
 from evals.metrics import DEFAULT_QUESTIONS, load_questions, rank_of, summarise
 
 
@@ -38,15 +39,22 @@ def _print_retrieval(result: dict) -> None:
     print(f"{'all':<6}{result['n']:>4}{result['hit_at_1']:>8.3f}{result['recall_at_k']:>10.3f}{result['mrr']:>7.3f}")
 
 
+def _both(**change) -> dict:
+    """The same change to the English and the other-languages weights."""
+    return {"english": replace(ENGLISH, **change), "other": replace(OTHER_LANGUAGES, **change)}
+
+
 SWEEP = {
     "default": {},
     "rrf": {"fusion": "rrf"},
     "no-vocabulary": {"vocabulary": False},
-    "no-article-term": {"article": 0.0},
-    "no-titles": {"title": 0.0},
-    "no-grams": {"grams": 0.0},
-    "dense-only": {"words": 0.0, "grams": 0.0, "english_words": 0.0, "title": 0.0},
-    "bm25-only": {"dense": 0.0, "dense_foreign": 0.0, "title": 0.0},
+    "no-guides": _both(guide_dense=0.0, guide_words=0.0, native_guide_words=0.0),
+    "no-article-term": _both(article=0.0),
+    "no-grams": _both(grams=0.0),
+    "text-only (naive)": _both(guide_dense=0.0, guide_words=0.0, native_guide_words=0.0, article=0.0, dense=1.0,
+                                words=1.0, english_words=0.3),
+    "dense-only": _both(words=0.0, grams=0.0, guide_words=0.0, native_guide_words=0.0, english_words=0.0),
+    "bm25-only": _both(dense=0.0, guide_dense=0.0, title=0.0),
 }
 
 
@@ -172,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     documents = commands.add_parser("documents", help="index a generated N-page PDF")
     documents.add_argument("--pages", type=int, default=100)
     args = parser.parse_args(argv)
+    quiet_model_loading()
     components = Components(load_settings())
     handlers = {"retrieval": cmd_retrieval, "latency": cmd_latency, "abstention": cmd_abstention,
                 "citations": cmd_citations, "answers": cmd_answers, "slack-load": cmd_slack_load,

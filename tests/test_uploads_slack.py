@@ -1,0 +1,316 @@
+"""Document uploads through the Slack adapter: real PDFs, the real core and document library, the bolt app on
+loopback with signed events in and the fake Web API (which also serves the files) out."""
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import re
+
+import pymupdf
+import pytest
+
+from core.assistant import Assistant
+from core.library import Documents
+from core.models import Asker
+from evals.fake_slack import (
+    BOT_USER_ID,
+    FakeSlack,
+    LoopbackSlack,
+    command_body,
+    event_body,
+    file_share,
+    file_shared,
+    mention,
+)
+
+ADMIN = "U0ADMIN01"
+MEMBER = "U00000001"
+CHANNEL = "C00000001"
+DM = "D0ADMIN01"
+SHARE_TS = "1700000000.000100"
+INVOICES = "Customer invoices are kept for ten years in the finance archive."
+PAGES = (
+    "Records retention policy of Example Ltd. This policy explains how long the company keeps its business records.",
+    f"{INVOICES} After ten years the finance team shreds them.",
+    "Job applications of rejected candidates are deleted six months after the vacancy has been filled.",
+)
+QUESTION = "How long are customer invoices kept in the finance archive?"
+WAIT_S = 20.0  # indexing embeds the document; the first question in a session warms the retriever
+
+
+# --- PDFs -----------------------------------------------------------------------------------------------------
+
+
+@functools.cache
+def text_pdf() -> bytes:
+    doc = pymupdf.open()
+    for text in PAGES:
+        doc.new_page().insert_textbox(pymupdf.Rect(72, 72, 522, 770), text, fontsize=11, fontname="helv")
+    return doc.tobytes()
+
+
+def scanned_pdf() -> bytes:
+    doc = pymupdf.open()
+    doc.new_page().draw_rect(pymupdf.Rect(72, 72, 300, 200), color=(0, 0, 0), fill=(0.8, 0.8, 0.8))
+    return doc.tobytes()
+
+
+def encrypted_pdf() -> bytes:
+    doc = pymupdf.open()
+    doc.new_page().insert_text((72, 72), "Confidential salary bands.", fontsize=11)
+    return doc.tobytes(encryption=pymupdf.PDF_ENCRYPT_AES_256, user_pw="x", owner_pw="y")
+
+
+def png_bytes() -> bytes:
+    doc = pymupdf.open()
+    page = doc.new_page(width=60, height=60)
+    page.draw_rect(pymupdf.Rect(10, 10, 50, 50), fill=(0, 0, 1))
+    return page.get_pixmap().tobytes("png")
+
+
+def page_text(data: bytes, number: int) -> str:
+    with pymupdf.open(stream=data, filetype="pdf") as doc:
+        return " ".join(doc[number - 1].get_text().split())
+
+
+# --- fixtures and helpers -------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def documents(components) -> Documents:
+    return Documents(components.documents.library, {ADMIN}, max_bytes=20 * 1024 * 1024, max_pages=500)
+
+
+@pytest.fixture(scope="module")
+def assistant(components, documents) -> Assistant:
+    return Assistant(components.retriever, components.generator, documents=documents)
+
+
+def scenario(test):
+    """Run an async test body on its own event loop, bounded so a hang fails fast."""
+
+    @functools.wraps(test)
+    def run(*args, **kwargs):
+        asyncio.run(asyncio.wait_for(test(*args, **kwargs), timeout=60))
+
+    return run
+
+
+def in_thread(ts: str):
+    return lambda params: params.get("thread_ts") == ts
+
+
+def all_text(params: dict) -> str:
+    return params.get("text", "") + json.dumps(params.get("blocks", []), ensure_ascii=False)
+
+
+def document_quotes(params: dict) -> list[tuple[str, str]]:
+    """(label, quote) of each document citation, from the message's fallback text."""
+    return re.findall(r"^(\S+\.pdf, pp?\. [\d–]+): “(.+?)”$", params["text"], re.MULTILINE)
+
+
+async def posts_in(slack: LoopbackSlack, ts: str, count: int = 1) -> list[str]:
+    return [c.params["text"] for c in await slack.fake.wait_for("chat.postMessage", count, where=in_thread(ts),
+                                                                   timeout_s=WAIT_S)]
+
+
+async def ask(slack: LoopbackSlack, team: str, ts: str) -> dict:
+    await slack.post(event_body(mention(QUESTION, ts=ts, team=team), team=team))
+    [answer] = await slack.fake.wait_for("chat.postMessage", where=in_thread(ts), timeout_s=WAIT_S)
+    return answer.params
+
+
+async def command(slack: LoopbackSlack, text: str, team: str, user: str = ADMIN) -> str:
+    """The text of the (single) response to `/gdpr <text>`."""
+    before = len(slack.fake.calls_to("response_url"))
+    status, _ = await slack.post(command_body(text, response_url=slack.fake.response_url(), user=user, team=team))
+    assert status == 200
+    replies = await slack.fake.wait_for("response_url", before + 1, timeout_s=WAIT_S)
+    assert replies[-1].params["response_type"] == "ephemeral"
+    return replies[-1].params["text"]
+
+
+async def share_in_dm(slack: LoopbackSlack, team: str, name: str, data: bytes, *, user: str = ADMIN,
+                      file_id: str = "F0000001", size: int | None = None) -> str:
+    """`user` sends a file to the bot; returns the bot's one reply in the share's thread."""
+    file = slack.fake.add_file(file_id, name, data, user=user, channel=DM, ts=SHARE_TS, size=size)
+    await slack.post(event_body(file_share([file], channel=DM, ts=SHARE_TS, user=user, team=team), team=team))
+    await slack.post(event_body(file_shared(file_id, channel=DM, user=user), team=team))
+    [reply] = await posts_in(slack, SHARE_TS)
+    return reply
+
+
+async def settle() -> None:
+    """Time for a wrongly duplicated reply to show up, after the expected one already did."""
+    await asyncio.sleep(0.5)
+
+
+# --- the whole life of a document ---------------------------------------------------------------------------------
+
+
+@scenario
+async def test_admin_upload_in_a_channel_is_indexed_once_quoted_listed_and_forgotten(assistant, documents):
+    team, data = "TUPSLACK01", text_pdf()
+    async with LoopbackSlack(assistant, documents=documents) as slack:
+        file = slack.fake.add_file("F0000001", "Retention.pdf", data, user=ADMIN, channel=CHANNEL, ts=SHARE_TS)
+        share = file_share([file], channel=CHANNEL, ts=SHARE_TS, user=ADMIN, team=team,
+                           text=f"<@{BOT_USER_ID}> our retention policy")
+        as_mention = {k: v for k, v in share.items() if k not in ("subtype", "channel_type")} | {"type": "app_mention"}
+        # One share, three events; Slack also retries the first when the ack is late.
+        for event in (share, as_mention, file_shared("F0000001", channel=CHANNEL, user=ADMIN), share):
+            assert (await slack.post(event_body(event, team=team)))[0] == 200
+
+        [confirmation] = await posts_in(slack, SHARE_TS)
+        [record] = documents.list(Asker("slack", team))
+        assert confirmation == f"Indexed Retention.pdf: 3 pages, {record.passages} passages"
+        assert (record.filename, record.pages, record.uploader) == ("Retention.pdf", 3, ADMIN)
+        await settle()
+        assert len(slack.fake.calls_to("chat.postMessage", in_thread(SHARE_TS))) == 1
+        [download] = slack.fake.calls_to("file_download")
+        assert download.params == {"file": "F0000001", "authorized": True}
+
+        answer = await ask(slack, team, "1700000000.000200")
+        quotes = document_quotes(answer)
+        assert quotes and quotes[0][0] == "Retention.pdf, p. 2"
+        assert " ".join(quotes[0][1].split()) in page_text(data, 2) and INVOICES in quotes[0][1]
+        assert "From your organisation's documents" in all_text(answer)
+        assert re.search(r"^Art\. \d+", answer["text"], re.MULTILINE)  # the Regulation is quoted too, apart
+
+        elsewhere = await ask(slack, "TUPSLACK99", "1700000000.000300")
+        assert "Retention.pdf" not in all_text(elsewhere)
+
+        listing = await command(slack, "docs", team, user=MEMBER)
+        assert re.search(rf"• Retention\.pdf: 3 pages, {record.passages} passages · added by <@{ADMIN}> on "
+                         rf"\d{{4}}-\d\d-\d\d", listing)
+        refused = await command(slack, "forget Retention.pdf", team, user=MEMBER)
+        assert refused.startswith("Sorry, only the bot's admins can remove documents.")
+        assert await command(slack, "forget Retention.pdf", team) == "Removed Retention.pdf."
+        assert await command(slack, "forget Retention.pdf", team) == "No document named Retention.pdf."
+        assert documents.list(Asker("slack", team)) == []
+
+        after = await ask(slack, team, "1700000000.000400")
+        assert "Retention.pdf" not in all_text(after) and re.search(r"^Art\. \d+", after["text"], re.MULTILINE)
+        assert (await command(slack, "docs", team)).startswith("No documents have been added")
+
+
+@scenario
+async def test_dm_upload_announced_by_file_shared_first_is_indexed_once_and_managed_by_dm(assistant, documents):
+    team = "TUPSLACK02"
+    async with LoopbackSlack(assistant, documents=documents) as slack:
+        file = slack.fake.add_file("F0000002", "Retention.pdf", text_pdf(), user=ADMIN, channel=DM, ts=SHARE_TS)
+        # file_shared alone names no thread: the bot reads it from files.info's shares.
+        await slack.post(event_body(file_shared("F0000002", channel=DM, user=ADMIN), team=team))
+        await slack.post(event_body(file_share([file], channel=DM, ts=SHARE_TS, user=ADMIN, team=team), team=team))
+        [confirmation] = await posts_in(slack, SHARE_TS)
+        assert confirmation.startswith("Indexed Retention.pdf: 3 pages, ")
+        await settle()
+        assert len(slack.fake.calls_to("chat.postMessage")) == 1 and len(slack.fake.calls_to("file_download")) == 1
+        assert slack.fake.calls_to("files.info", lambda p: p.get("file") == "F0000002")
+
+        dm = {"type": "message", "channel_type": "im", "channel": DM, "user": ADMIN, "team": team}
+        for count, (text, ts) in enumerate([("docs", "1700000000.000200"),
+                                             ("forget retention.pdf", "1700000000.000300")], start=2):
+            await slack.post(event_body(dm | {"text": text, "ts": ts}, team=team))
+            await slack.fake.wait_for("chat.postMessage", count, timeout_s=WAIT_S)
+        listing, removed = [c.params["text"] for c in slack.fake.calls_to("chat.postMessage")[1:]]
+        assert "• Retention.pdf: 3 pages" in listing and removed == "Removed Retention.pdf."
+
+
+# --- refusals --------------------------------------------------------------------------------------------------------
+
+
+@scenario
+async def test_upload_by_a_non_admin_is_politely_refused_and_not_indexed(assistant, documents):
+    team = "TUPSLACK03"
+    async with LoopbackSlack(assistant, documents=documents) as slack:
+        file = slack.fake.add_file("F0000003", "Retention.pdf", text_pdf(), user=MEMBER, channel=CHANNEL,
+                                   ts=SHARE_TS)
+        await slack.post(event_body(file_share([file], channel=CHANNEL, ts=SHARE_TS, user=MEMBER, team=team,
+                                               text=f"<@{BOT_USER_ID}> please add this"), team=team))
+        [reply] = await posts_in(slack, SHARE_TS)
+        assert reply.startswith("Sorry, only the bot's admins can add documents.")
+        assert documents.list(Asker("slack", team)) == []
+        assert "Retention.pdf" not in all_text(await ask(slack, team, "1700000000.000200"))
+
+
+@pytest.mark.parametrize("name, make, reason", [
+    ("Scan.pdf", scanned_pdf, "Scan.pdf has no extractable text; it looks like a scanned document."),
+    ("Salaries.pdf", encrypted_pdf, "Salaries.pdf is password-protected; upload a copy without a password."),
+    ("Chart.pdf", png_bytes, "Chart.pdf is not a PDF file."),
+], ids=["scanned", "encrypted", "png-named-pdf"])
+@scenario
+async def test_unusable_files_are_refused_with_the_reason(assistant, documents, name, make, reason):
+    team = f"TUPSLACK04-{name}"
+    async with LoopbackSlack(assistant, documents=documents) as slack:
+        reply = await share_in_dm(slack, team, name, make())
+        assert reply.startswith(reason)
+        assert documents.list(Asker("slack", team)) == []
+
+
+@scenario
+async def test_a_file_over_the_size_limit_is_refused_before_downloading(assistant, documents):
+    team = "TUPSLACK05"
+    async with LoopbackSlack(assistant, documents=documents) as slack:
+        reply = await share_in_dm(slack, team, "Huge.pdf", text_pdf(), size=documents.max_bytes + 1)
+        assert reply == f"Huge.pdf is larger than the {documents.max_bytes / 1_000_000:g} MB limit."
+        assert slack.fake.calls_to("file_download") == [] and documents.list(Asker("slack", team)) == []
+
+
+@scenario
+async def test_without_documents_uploads_and_commands_say_they_are_not_enabled(assistant):
+    async with LoopbackSlack(assistant) as slack:
+        assert await share_in_dm(slack, "TUPSLACK06", "Retention.pdf", text_pdf()) == (
+            "Document uploads are not enabled on this bot.")
+        assert await command(slack, "docs", "TUPSLACK06") == "Document uploads are not enabled on this bot."
+        assert slack.fake.calls_to("file_download") == []
+
+
+# --- what is not an upload -----------------------------------------------------------------------------------------
+
+
+@scenario
+async def test_channel_shares_without_a_mention_and_the_bots_own_shares_are_ignored(assistant, documents):
+    team = "TUPSLACK07"
+    async with LoopbackSlack(assistant, documents=documents) as slack:
+        channel_file = slack.fake.add_file("F0000007", "Minutes.pdf", text_pdf(), user=ADMIN, channel=CHANNEL,
+                                           ts=SHARE_TS)
+        own_file = slack.fake.add_file("F0000008", "Report.pdf", text_pdf(), user=BOT_USER_ID, channel=DM,
+                                       ts="1700000000.000200")
+        events = [
+            file_share([channel_file], channel=CHANNEL, ts=SHARE_TS, user=ADMIN, team=team, text="minutes attached"),
+            file_shared("F0000007", channel=CHANNEL, user=ADMIN),
+            file_share([own_file], channel=DM, ts="1700000000.000200", user=BOT_USER_ID, team=team),
+            file_shared("F0000008", channel=DM, user=BOT_USER_ID),
+        ]
+        for event in events:
+            assert (await slack.post(event_body(event, team=team)))[0] == 200
+        await settle()
+        assert slack.fake.calls_to("chat.postMessage") == [] and slack.fake.calls_to("file_download") == []
+        assert documents.list(Asker("slack", team)) == []
+
+
+@scenario
+async def test_the_bot_token_is_not_sent_to_a_file_url_outside_slack(assistant, documents):
+    team = "TUPSLACK08"
+    elsewhere = FakeSlack()
+    await elsewhere.start()
+    try:
+        async with LoopbackSlack(assistant, documents=documents) as slack:
+            file = elsewhere.add_file("F0000009", "Retention.pdf", text_pdf(), user=ADMIN, channel=DM, ts=SHARE_TS)
+            await slack.post(event_body(file_share([file], channel=DM, ts=SHARE_TS, user=ADMIN, team=team),
+                                        team=team))
+            [reply] = await posts_in(slack, SHARE_TS)
+            assert reply.startswith(":warning: I couldn't download Retention.pdf from Slack.")
+            assert elsewhere.calls == [] and documents.list(Asker("slack", team)) == []
+    finally:
+        await elsewhere.stop()
+
+
+@scenario
+async def test_help_tells_how_to_list_add_and_forget_documents(assistant, documents):
+    async with LoopbackSlack(assistant, documents=documents) as slack:
+        status, body = await slack.post(command_body("help", response_url=slack.fake.response_url()))
+        help_text = json.loads(body)["text"]
+        assert status == 200 and "/gdpr docs" in help_text and "/gdpr forget <file name>" in help_text
+        assert "direct message" in help_text
