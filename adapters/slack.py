@@ -491,7 +491,7 @@ class _Listeners:
                       user=event.get("user"))
         conversation = _Conversation(channel, event["ts"], event.get("thread_ts") or event["ts"], asker)
         for file in event["files"]:
-            if True:
+            if self._recent.claim(_file_key(file["id"], channel)):
                 self._spawn(self._index(file, conversation))
 
     async def _index_shared_file(self, file_id: str, channel: str, asker: Asker) -> None:

@@ -1,7 +1,9 @@
 """Microsoft Teams adapter: Bot Framework activities in, cited answers out.
 
 Every Bot Framework type stays in this module (and the pure JSON in `teams_render`), so moving to
-another SDK touches only these two files. The core is reached through `AnswerService` alone.
+another SDK touches only these two files. The core is reached through `AnswerService` alone, and uploaded
+PDFs through `Documents`: files sent to the bot are indexed for the tenant, `docs` lists them and
+`forget <file name>` removes one.
 """
 from __future__ import annotations
 
@@ -12,8 +14,10 @@ import logging
 import uuid
 from collections import OrderedDict, deque
 from dataclasses import dataclass
-from typing import Any, Awaitable, Generic, Iterable, TypeVar
+from typing import Any, Awaitable, Generic, Iterable, Literal, TypeVar
+from urllib.parse import urlsplit
 
+import aiohttp
 from aiohttp import web
 from botbuilder.core import ActivityHandler, CardFactory, InvokeResponse, TurnContext, serializer_helper
 from botbuilder.integration.aiohttp import CloudAdapter, ConfigurationBotFrameworkAuthentication
@@ -22,8 +26,20 @@ from botframework.connector import Channels
 from botframework.connector.auth import AuthenticateRequestResult, BotFrameworkAuthentication
 from msrest.serialization import Model
 
-from adapters.teams_render import USAGE_HINT, Reply, apology, render_answer
+from adapters.teams_render import (
+    FORGET_USAGE,
+    UPLOADS_DISABLED,
+    USAGE_HINT,
+    Reply,
+    apology,
+    document_list_text,
+    download_failed_text,
+    forgotten_text,
+    indexed_text,
+    render_answer,
+)
 from bot.settings import Settings, SettingsError
+from core.library import DocumentRejected, Documents, NotAllowed
 from core.models import Asker, Turn
 from core.service import AnswerService, QuestionRejected
 
@@ -37,6 +53,11 @@ SHUTDOWN_GRACE_S = 10.0
 FEEDBACK_INVOKE = "message/submitAction"
 # Teams renders the citation entity in personal and group chats but not in channels.
 NATIVE_CITATION_CONVERSATIONS = frozenset({"personal", "groupChat"})
+FILE_DOWNLOAD_INFO = "application/vnd.microsoft.teams.file.download.info"
+DOWNLOAD_TIMEOUT_S = 120.0
+DOWNLOAD_CHUNK_BYTES = 64 * 1024
+
+DocumentsVerb = Literal["docs", "forget"]
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -92,19 +113,41 @@ class _RawEntity(Entity):
         self.additional_properties = {k: v for k, v in entity.items() if k != "type"}
 
 
-class GdprTeamsBot(ActivityHandler):
-    """Answers messages in channels, group chats and personal chats; records feedback-button clicks."""
+@dataclass(frozen=True)
+class _SharedFile:
+    name: str
+    download_url: str  # pre-authorised and short-lived: fetched without credentials
 
-    def __init__(self, service: AnswerService) -> None:
+
+class _DownloadFailed(Exception):
+    pass
+
+
+class GdprTeamsBot(ActivityHandler):
+    """Answers messages in channels, group chats and personal chats; records feedback-button clicks; indexes
+    the files sent to it. Without `documents`, files and document commands are answered that uploads are not
+    enabled."""
+
+    def __init__(self, service: AnswerService, documents: Documents | None = None) -> None:
         self._service = service
+        self._documents = documents
         self._memory = _ThreadMemory()
         self._answers: _Lru[str, str] = _Lru(MAX_TRACKED_ANSWERS)
 
     async def on_message_activity(self, turn_context: TurnContext) -> None:
         activity = turn_context.activity
+        files = _shared_files(activity)
+        if files:
+            await self._index_files(turn_context, files)
+            return
         question = _question_text(activity)
         if not question:
             await turn_context.send_activity(_message(Reply(USAGE_HINT)))
+            return
+        command = _documents_command(question)
+        if command is not None:
+            reply = await self._documents_reply(*command, _asker(activity))
+            await turn_context.send_activity(_message(Reply(reply)))
             return
         # Sent explicitly: the SDK's ShowTypingMiddleware waits 0.5 s first, so fast answers got none.
         await turn_context.send_activity(Activity(type=ActivityTypes.typing))
@@ -133,6 +176,43 @@ class GdprTeamsBot(ActivityHandler):
             sent = await turn_context.send_activity(_message(Reply(answer.text)))
         if sent is not None and sent.id:
             self._answers.put(sent.id, answer.request_id)
+
+    async def _index_files(self, turn_context: TurnContext, files: list[_SharedFile]) -> None:
+        await turn_context.send_activity(Activity(type=ActivityTypes.typing))
+        asker = _asker(turn_context.activity)
+        for file in files:
+            await turn_context.send_activity(_message(Reply(await self._upload_reply(file, asker))))
+
+    async def _upload_reply(self, file: _SharedFile, asker: Asker) -> str:
+        if self._documents is None:
+            return UPLOADS_DISABLED
+        try:
+            data = await _download(file.download_url, self._documents.max_bytes + 1)
+            record = await asyncio.to_thread(self._documents.add, data, file.name, asker=asker)
+        except _DownloadFailed as exc:
+            logger.warning("Downloading %s failed: %s", file.name, exc)
+            return download_failed_text(file.name)
+        except (NotAllowed, DocumentRejected) as exc:
+            return str(exc)
+        except Exception:
+            return _logged_apology(f"indexing {file.name}")
+        return indexed_text(record)
+
+    async def _documents_reply(self, verb: DocumentsVerb, argument: str, asker: Asker) -> str:
+        """`docs` lists the tenant's documents; `forget <file name>` removes one (admins only)."""
+        if self._documents is None:
+            return UPLOADS_DISABLED
+        try:
+            if verb == "docs":
+                return document_list_text(await asyncio.to_thread(self._documents.list, asker))
+            if not argument:
+                return FORGET_USAGE
+            removed = await asyncio.to_thread(self._documents.forget, argument, asker=asker)
+        except NotAllowed as exc:
+            return str(exc)
+        except Exception:
+            return _logged_apology(f"running {verb}")
+        return forgotten_text(argument, removed)
 
     async def on_invoke_activity(self, turn_context: TurnContext) -> InvokeResponse | None:
         activity = turn_context.activity
@@ -172,6 +252,60 @@ def _question_text(activity: Activity) -> str:
         if (entity.type or "").lower() == "mention" and mentioned.get("id") == bot_id and mention_text:
             text = text.replace(mention_text, " ")
     return " ".join(text.split())
+
+
+def _documents_command(text: str) -> tuple[DocumentsVerb, str] | None:
+    """`docs` or `forget <file name>` as the whole message; anything else is a question."""
+    words = text.split(maxsplit=1)
+    verb, rest = words[0].lower(), (words[1].strip() if len(words) > 1 else "")
+    if verb == "docs" and not rest:
+        return "docs", ""
+    if verb == "forget":
+        return "forget", rest
+    return None
+
+
+def _shared_files(activity: Activity) -> list[_SharedFile]:
+    """Files sent with the message. Teams sends them to bots in personal chats (manifest: supportsFiles)."""
+    files = []
+    for attachment in activity.attachments or []:
+        content = attachment.content if isinstance(attachment.content, dict) else {}
+        url = content.get("downloadUrl")
+        if attachment.content_type == FILE_DOWNLOAD_INFO and isinstance(url, str) and url:
+            files.append(_SharedFile(attachment.name or "document", url))
+    return files
+
+
+def _may_download(url: str) -> bool:
+    """HTTPS, or plain HTTP on loopback (the Emulator and local tests)."""
+    parts = urlsplit(url)
+    return parts.scheme == "https" or (parts.scheme == "http" and _is_loopback(parts.hostname or ""))
+
+
+async def _download(url: str, limit: int) -> bytes:
+    """At most `limit` bytes of the file: one past the size limit is enough for the core to refuse it."""
+    if not _may_download(url):
+        raise _DownloadFailed(f"not an HTTPS URL: {url!r}")
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=DOWNLOAD_TIMEOUT_S)) as session:
+            async with session.get(url) as response:
+                if response.status != 200:
+                    raise _DownloadFailed(f"HTTP {response.status}")
+                data = bytearray()
+                async for chunk in response.content.iter_chunked(DOWNLOAD_CHUNK_BYTES):
+                    data += chunk
+                    if len(data) >= limit:
+                        break
+                return bytes(data[:limit])
+    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        raise _DownloadFailed(repr(exc)) from exc
+
+
+def _logged_apology(doing: str) -> str:
+    """Called inside an `except` block: logs the traceback under the reference shown to the user."""
+    reference = uuid.uuid4().hex[:8]
+    logger.exception("Failed while %s in Teams (reference %s)", doing, reference)
+    return apology(reference, doing)
 
 
 def _asker(activity: Activity) -> Asker:
@@ -310,11 +444,15 @@ def _sdk_config(settings: Settings) -> _SdkConfig:
 
 
 def build_teams_app(
-    settings: Settings, service: AnswerService, *, extra_routes: Iterable[web.AbstractRouteDef] | None = None
+    settings: Settings,
+    service: AnswerService,
+    *,
+    extra_routes: Iterable[web.AbstractRouteDef] | None = None,
+    documents: Documents | None = None,
 ) -> web.Application:
     """The aiohttp app serving `POST /api/messages` and `GET /healthz` (plus `extra_routes`)."""
     auth = ConfigurationBotFrameworkAuthentication(_sdk_config(settings))
-    endpoint = _MessagesEndpoint(auth, CloudAdapter(auth), GdprTeamsBot(service))
+    endpoint = _MessagesEndpoint(auth, CloudAdapter(auth), GdprTeamsBot(service, documents))
     app = web.Application(client_max_size=MAX_BODY_BYTES)
     app.router.add_post("/api/messages", endpoint.handle)
     app.router.add_get("/healthz", _healthz)
@@ -333,7 +471,8 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def run_teams(settings: Settings, service: AnswerService, host: str, port: int) -> None:
+def run_teams(settings: Settings, service: AnswerService, host: str, port: int, *,
+              documents: Documents | None = None) -> None:
     """Serve the Teams bot until interrupted. Raises SettingsError (one line) rather than expose an
     unauthenticated bot beyond loopback."""
     if not settings.microsoft_app_id and not _is_loopback(host) and not settings.teams_allow_unauthenticated_remote:
@@ -341,7 +480,7 @@ def run_teams(settings: Settings, service: AnswerService, host: str, port: int) 
             f"Refusing to serve Teams on {host} without MICROSOFT_APP_ID/MICROSOFT_APP_PASSWORD; "
             "use a loopback host or set TEAMS_ALLOW_UNAUTHENTICATED_REMOTE=true"
         )
-    app = build_teams_app(settings, service)
+    app = build_teams_app(settings, service, documents=documents)
     if not settings.microsoft_app_id:
         logger.warning("Teams adapter running without credentials: requests are not authenticated")
     logger.info("Teams adapter listening on http://%s:%d/api/messages", host, port)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from core.documents import DocumentRecord
 from core.models import Answer, Citation, Passage
 
 # Teams renders at most 20 citations per message and cuts abstracts at 160 characters and names at 80.
@@ -20,8 +21,12 @@ ABSTENTION = "The Regulation doesn't cover this."
 RELATED_HEADER = "Related provisions (not an answer):"
 USAGE_HINT = (
     "Ask me a question about the GDPR, e.g. \"When must a personal data breach be notified?\" "
-    "Every answer quotes the provisions it rests on."
+    "Every answer quotes the provisions it rests on.\n\n"
+    "Type `docs` to list your organisation's documents, which answers may quote. Admins add a PDF by sending it "
+    "to me in a personal chat; `forget <file name>` removes one."
 )
+UPLOADS_DISABLED = "Document uploads are not enabled on this bot."
+FORGET_USAGE = "Which document? Send `forget <file name>`, e.g. `forget Retention policy.pdf`; `docs` lists them."
 REGULATION_GROUP = "GDPR (Regulation (EU) 2016/679)"
 DOCUMENT_GROUP = "From your organisation's documents"
 # Shown in the citation pop-up, where Teams allows at most 28 characters per keyword.
@@ -63,8 +68,37 @@ def render_answer(answer: Answer, *, with_card: bool) -> Reply:
     )
 
 
-def apology(reference: str) -> str:
-    return f"Sorry, something went wrong while answering. Please try again later (reference {reference})."
+def apology(reference: str, doing: str = "answering") -> str:
+    return f"Sorry, something went wrong while {doing}. Please try again later (reference {reference})."
+
+
+def indexed_text(record: DocumentRecord) -> str:
+    """The confirmation of an upload: "Indexed X.pdf: 3 pages, 5 passages"."""
+    return f"Indexed {record.filename}: {_counts(record)}"
+
+
+def forgotten_text(filename: str, removed: DocumentRecord | None) -> str:
+    return f"No document named {filename}." if removed is None else f"Removed {removed.filename}."
+
+
+def download_failed_text(filename: str) -> str:
+    return f"I couldn't download {filename} from Teams. Please send it again."
+
+
+def document_list_text(records: list[DocumentRecord]) -> str:
+    """The tenant's uploaded documents, newest last."""
+    if not records:
+        return "No documents have been added yet. Admins add a PDF by sending it to me in a personal chat."
+    items = [f"- {r.filename}: {_counts(r)} · added by {r.uploader} on {r.uploaded_at[:10]}" for r in records]
+    return f"**{DOCUMENT_GROUP}** ({len(records)}), which answers may quote:\n\n" + "\n".join(items)
+
+
+def _counts(record: DocumentRecord) -> str:
+    return f"{_plural(record.pages, 'page')}, {_plural(record.passages, 'passage')}"
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def citation_entity(citations: Iterable[Citation]) -> dict[str, Any]:
@@ -162,6 +196,7 @@ def _link(label: str, url: str) -> str:
 
 
 __all__ = [
-    "ABSTENTION", "MAX_ABSTRACT_CHARS", "MAX_CITATIONS", "RELATED_HEADER", "Reply",
-    "USAGE_HINT", "apology", "citation_entity", "render_answer", "shorten",
+    "ABSTENTION", "FORGET_USAGE", "MAX_ABSTRACT_CHARS", "MAX_CITATIONS", "RELATED_HEADER", "Reply",
+    "UPLOADS_DISABLED", "USAGE_HINT", "apology", "citation_entity", "document_list_text", "download_failed_text",
+    "forgotten_text", "indexed_text", "render_answer", "shorten",
 ]

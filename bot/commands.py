@@ -105,7 +105,7 @@ def slack(args, components: Components) -> int:
 
     if not components.settings.slack_bot_token:
         raise UserError("SLACK_BOT_TOKEN is not set")
-    components.retriever  # load the index before accepting events
+    components.prepare()
     run_slack(components.settings, components.service, args.port, extra_routes=metrics_routes(components),
               health=health_details(components))
     return 0

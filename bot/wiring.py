@@ -82,6 +82,10 @@ class Components:
             return CrossEncoderReranker(self.settings.reranker_model)
         return KeepOrder()
 
+    def prepare(self) -> Retriever:
+        """Build or open the corpus and the index and warm the search up, before anyone asks."""
+        return self.retriever
+
     @cached_property
     def guides(self) -> dict[str, list[str]]:
         return load_guides("en")

@@ -171,7 +171,7 @@ class DocumentLibrary:
         collection.delete({"generation": gone.generation})
         return gone.record
 
-    def search(self, workspace: str, query: str, k: int = 5, min_similarity: float = 0.0) -> list[Passage]:
+    def search(self, workspace: str, query: str, k: int = 5, min_similarity: float = -1.0) -> list[Passage]:
         """The workspace's best `k` chunks for `query`: cosine similarity and BM25 (words stemmed in the
         query's language, and character n-grams for any other), fused by z-score sum. Chunks whose
         cosine similarity to the query is below `min_similarity` are left out: z-scores rank, but only

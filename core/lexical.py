@@ -13,15 +13,18 @@ from core.text import char_ngrams, tokenize
 
 
 class LexicalIndex:
-    def __init__(self, documents: Sequence[str], lang: str):
+    def __init__(self, documents: Sequence[str], lang: str, *, grams: bool = True):
         self.lang = lang
         self._words = BM25Okapi([tokenize(d, lang) for d in documents])
-        self._grams = BM25Okapi([char_ngrams(d) for d in documents])
+        # n-grams cost about ten times the memory of words; indexes that never use them skip them.
+        self._grams = BM25Okapi([char_ngrams(d) for d in documents]) if grams else None
 
     def word_scores(self, text: str) -> np.ndarray:
         return self._words.get_scores(tokenize(text, self.lang))
 
     def gram_scores(self, text: str) -> np.ndarray:
+        if self._grams is None:
+            raise ValueError("this index was built without character n-grams")
         return self._grams.get_scores(char_ngrams(text))
 
 
@@ -49,5 +52,5 @@ class LexicalIndexes:
             if lang not in self._guides:
                 guides = self._load_guides(lang)
                 self._guides[lang] = LexicalIndex(
-                    [" ".join(guides.get(pid, ())) for pid in self._store.ids], lang) if guides else None
+                    [" ".join(guides.get(pid, ())) for pid in self._store.ids], lang, grams=False) if guides else None
             return self._guides[lang]

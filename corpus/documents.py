@@ -13,8 +13,10 @@ from collections import Counter
 from collections.abc import Iterator
 from itertools import groupby
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import pymupdf
+if TYPE_CHECKING:
+    import pymupdf
 
 MAX_CHUNK_CHARS = 1200
 _MAX_HEADING_CHARS = 150
@@ -65,6 +67,9 @@ def ingest_pdf(data: bytes, filename: str, *, max_bytes: int, max_pages: int) ->
     # By content, not by name: a renamed image or Word file must not reach the parser.
     if b"%PDF-" not in data[:1024]:
         raise DocumentRejected(f"{filename} is not a PDF file.")
+    # Imported on the first upload: PyMuPDF costs over 100 MB of memory that answering questions never needs.
+    import pymupdf
+
     try:
         doc = pymupdf.open(stream=data, filetype="pdf")
     except (RuntimeError, ValueError, pymupdf.mupdf.FzErrorBase):
@@ -77,7 +82,7 @@ def ingest_pdf(data: bytes, filename: str, *, max_bytes: int, max_pages: int) ->
         if doc.page_count > max_pages:
             raise DocumentRejected(f"{filename} has {doc.page_count} pages; the limit is {max_pages}.")
         try:
-            pages = [_page_lines(page) for page in doc]
+            pages = [_page_lines(page, pymupdf.TEXTFLAGS_TEXT) for page in doc]
         except (RuntimeError, ValueError, pymupdf.mupdf.FzErrorBase):
             raise DocumentRejected(f"{filename} is damaged and could not be read.") from None
         page_count = doc.page_count
@@ -89,9 +94,9 @@ def ingest_pdf(data: bytes, filename: str, *, max_bytes: int, max_pages: int) ->
     return IngestedDocument(hashlib.sha256(data).hexdigest(), filename, page_count, chunks)
 
 
-def _page_lines(page: pymupdf.Page) -> _Page:
+def _page_lines(page: pymupdf.Page, flags: int) -> _Page:
     blocks = []
-    for raw in page.get_text("dict", flags=pymupdf.TEXTFLAGS_TEXT)["blocks"]:
+    for raw in page.get_text("dict", flags=flags)["blocks"]:
         lines = []
         for line in raw.get("lines", ()):
             text = " ".join("".join(span["text"] for span in line["spans"]).split())

@@ -1,7 +1,9 @@
 """A local stand-in for the Bot Connector service: records every activity a bot POSTs to it.
 
 Point an incoming activity's `serviceUrl` at `FakeBotConnector.url` and the Teams adapter replies
-here instead of to Microsoft. Serves on loopback only; used by the adapter tests and the evals.
+here instead of to Microsoft. It also serves files at download URLs, as Teams does for the files a user
+sends the bot (`serve_file`, `file_attachment`). Serves on loopback only; used by the adapter tests and
+the evals.
 """
 from __future__ import annotations
 
@@ -11,10 +13,19 @@ import socket
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
+from urllib.parse import quote
 
 from aiohttp import web
 
 POLL_INTERVAL_S = 0.02
+FILE_DOWNLOAD_INFO = "application/vnd.microsoft.teams.file.download.info"
+
+
+def file_attachment(name: str, download_url: str, file_type: str = "pdf") -> dict[str, Any]:
+    """The attachment Teams puts in a message when a user sends the bot a file (personal chats)."""
+    return {"contentType": FILE_DOWNLOAD_INFO, "name": name, "contentUrl": f"https://contoso.sharepoint.com/{name}",
+            "content": {"downloadUrl": download_url, "uniqueId": "1150d938-8870-4044-9f17-8ab0c7bb4a3c",
+                        "fileType": file_type}}
 
 
 @dataclass(frozen=True)
@@ -46,6 +57,9 @@ class FakeBotConnector:
 
     def __init__(self, reject: Callable[[dict[str, Any]], bool] | None = None) -> None:
         self.sent: list[SentActivity] = []
+        self.downloads: list[str] = []  # the names of the files served, in order
+        self._files: dict[str, bytes] = {}
+        self._file_keys = itertools.count(1)
         self._reject = reject
         self.url = ""
         self._ids = itertools.count(1)
@@ -55,6 +69,7 @@ class FakeBotConnector:
         app = web.Application()
         app.router.add_post("/v3/conversations/{conversation_id}/activities", self._receive)
         app.router.add_post("/v3/conversations/{conversation_id}/activities/{reply_to_id}", self._receive)
+        app.router.add_get("/files/{key}/{name}", self._download)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -74,6 +89,12 @@ class FakeBotConnector:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.stop()
+
+    def serve_file(self, name: str, data: bytes) -> str:
+        """A download URL for `data` on this connector (call after `start`), like Teams' pre-authorised ones."""
+        key = f"file-{next(self._file_keys)}"
+        self._files[key] = data
+        return f"{self.url}files/{key}/{quote(name)}"
 
     async def wait_for(
         self, predicate: Callable[[SentActivity], bool] = lambda _: True, *, count: int = 1, timeout: float = 5.0
@@ -106,5 +127,12 @@ class FakeBotConnector:
             return web.json_response({"error": {"code": "BadArgument", "message": "Activity rejected"}}, status=400)
         return web.json_response({"id": sent.id})
 
+    async def _download(self, request: web.Request) -> web.Response:
+        data = self._files.get(request.match_info["key"])
+        if data is None:
+            return web.Response(status=404)
+        self.downloads.append(request.match_info["name"])
+        return web.Response(body=data, content_type="application/octet-stream")
 
-__all__ = ["FakeBotConnector", "SentActivity"]
+
+__all__ = ["FILE_DOWNLOAD_INFO", "FakeBotConnector", "SentActivity", "file_attachment"]

@@ -30,7 +30,7 @@ def test_an_invalid_setting_is_one_clear_line(tmp_path):
 
 
 def test_ask_reads_questions_from_stdin_and_prints_json(components, data_dir):
-    components.retriever  # the session's corpus and index are built
+    components.prepare()
     questions = "How quickly must a personal data breach be reported?\nWhich countries have an adequacy decision?\n"
     result = run(["ask", "--json"], data_dir, stdin=questions)
     assert result.returncode == 0, result.stderr
@@ -43,7 +43,7 @@ def test_ask_reads_questions_from_stdin_and_prints_json(components, data_dir):
 
 
 def test_every_cli_answer_lands_in_the_audit_trail(components, data_dir):
-    components.retriever
+    components.prepare()
     run(["ask", "What is a controller?"], data_dir)
     exported = run(["audit", "--csv"], data_dir)
     assert exported.returncode == 0

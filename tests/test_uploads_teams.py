@@ -1,0 +1,271 @@
+"""Document uploads through the Teams adapter: real PDFs, the real core and document library, the aiohttp app on
+loopback, replies and file downloads served by the fake Bot Connector."""
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import socket
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, AsyncIterator
+
+import aiohttp
+import pymupdf
+import pytest
+from aiohttp import web
+
+from adapters.teams import build_teams_app
+from adapters.teams_render import DOCUMENT_GROUP, USAGE_HINT
+from bot.settings import Settings
+from core.assistant import Assistant
+from core.library import Documents
+from core.models import Asker
+from evals.fake_bot_connector import FakeBotConnector, SentActivity, file_attachment
+
+BOT_ID = "28:gdpr-bot"
+ADMIN = "aad-admin-1"
+MEMBER = "aad-member-1"
+PERSONAL_CHAT = "a:personal-chat-1"
+CHANNEL_THREAD = "19:general@thread.tacv2;messageid=1700000000001"
+INVOICES = "Customer invoices are kept for ten years in the finance archive."
+PAGES = (
+    "Records retention policy of Example Ltd. This policy explains how long the company keeps its business records.",
+    f"{INVOICES} After ten years the finance team shreds them.",
+    "Job applications of rejected candidates are deleted six months after the vacancy has been filled.",
+)
+QUESTION = "How long are customer invoices kept in the finance archive?"
+WAIT_S = 20.0  # indexing embeds the document; the first question in a session warms the retriever
+
+
+# --- PDFs -----------------------------------------------------------------------------------------------------
+
+
+@functools.cache
+def text_pdf() -> bytes:
+    doc = pymupdf.open()
+    for text in PAGES:
+        doc.new_page().insert_textbox(pymupdf.Rect(72, 72, 522, 770), text, fontsize=11, fontname="helv")
+    return doc.tobytes()
+
+
+def scanned_pdf() -> bytes:
+    doc = pymupdf.open()
+    doc.new_page().draw_rect(pymupdf.Rect(72, 72, 300, 200), color=(0, 0, 0), fill=(0.8, 0.8, 0.8))
+    return doc.tobytes()
+
+
+def encrypted_pdf() -> bytes:
+    doc = pymupdf.open()
+    doc.new_page().insert_text((72, 72), "Confidential salary bands.", fontsize=11)
+    return doc.tobytes(encryption=pymupdf.PDF_ENCRYPT_AES_256, user_pw="x", owner_pw="y")
+
+
+def png_bytes() -> bytes:
+    doc = pymupdf.open()
+    page = doc.new_page(width=60, height=60)
+    page.draw_rect(pymupdf.Rect(10, 10, 50, 50), fill=(0, 0, 1))
+    return page.get_pixmap().tobytes("png")
+
+
+def page_text(data: bytes, number: int) -> str:
+    with pymupdf.open(stream=data, filetype="pdf") as doc:
+        return " ".join(doc[number - 1].get_text().split())
+
+
+# --- the bot on loopback -----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def documents(components) -> Documents:
+    return Documents(components.documents.library, {ADMIN}, max_bytes=20 * 1024 * 1024, max_pages=500)
+
+
+@pytest.fixture(scope="module")
+def assistant(components, documents) -> Assistant:
+    return Assistant(components.retriever, components.generator, documents=documents)
+
+
+def scenario(test):
+    """Run an async test body on its own event loop, bounded so a hang fails fast."""
+
+    @functools.wraps(test)
+    def run(*args, **kwargs):
+        asyncio.run(asyncio.wait_for(test(*args, **kwargs), timeout=60))
+
+    return run
+
+
+@dataclass
+class Bot:
+    url: str
+    connector: FakeBotConnector
+    http: aiohttp.ClientSession
+
+    async def send(self, activity: dict[str, Any]) -> None:
+        async with self.http.post(f"{self.url}/api/messages", json=activity) as response:
+            assert response.status == 200
+
+    async def replies(self, conversation_id: str, count: int = 1) -> list[SentActivity]:
+        return await self.connector.wait_for(
+            lambda a: a.type == "message" and a.conversation_id == conversation_id, count=count, timeout=WAIT_S)
+
+    async def reply_to(self, activity: dict[str, Any]) -> SentActivity:
+        """The bot's one reply to `activity`."""
+        conversation = activity["conversation"]["id"]
+        before = len([a for a in self.connector.sent if a.type == "message" and a.conversation_id == conversation])
+        await self.send(activity)
+        return (await self.replies(conversation, before + 1))[-1]
+
+
+@asynccontextmanager
+async def running_bot(assistant: Assistant, documents: Documents | None) -> AsyncIterator[Bot]:
+    settings = Settings(microsoft_app_id=None, microsoft_app_password=None, microsoft_app_tenant_id=None,
+                        microsoft_app_type="MultiTenant", teams_allow_unauthenticated_remote=False)
+    async with FakeBotConnector() as connector, aiohttp.ClientSession() as http:
+        runner = web.AppRunner(build_teams_app(settings, assistant, documents=documents), access_log=None)
+        await runner.setup()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        await web.SockSite(runner, sock).start()
+        try:
+            yield Bot(f"http://127.0.0.1:{sock.getsockname()[1]}", connector, http)
+        finally:
+            await runner.cleanup()
+
+
+def personal(bot: Bot, tenant: str, text: str | None = None, *, user: str = ADMIN,
+             attachments: list[dict] | None = None) -> dict[str, Any]:
+    activity = {
+        "type": "message", "id": f"m{len(bot.connector.sent)}", "channelId": "msteams",
+        "serviceUrl": bot.connector.url,
+        "from": {"id": f"29:{user}", "name": "Dana", "aadObjectId": user},
+        "recipient": {"id": BOT_ID, "name": "GDPR Bot"},
+        "conversation": {"id": PERSONAL_CHAT, "conversationType": "personal", "tenantId": tenant},
+        "channelData": {"tenant": {"id": tenant}},
+    }
+    return activity | ({"text": text} if text is not None else {}) | ({"attachments": attachments} if attachments else {})
+
+
+def channel_question(bot: Bot, tenant: str) -> dict[str, Any]:
+    mention = "<at>GDPR Bot</at>"
+    return personal(bot, tenant, f"{mention} {QUESTION}", user=MEMBER) | {
+        "conversation": {"id": CHANNEL_THREAD, "conversationType": "channel", "isGroup": True, "tenantId": tenant},
+        "entities": [{"type": "mention", "text": mention, "mentioned": {"id": BOT_ID, "name": "GDPR Bot"}}],
+        "channelData": {"tenant": {"id": tenant}, "team": {"id": "team-1"}},
+    }
+
+
+async def upload(bot: Bot, tenant: str, name: str, data: bytes, *, user: str = ADMIN) -> str:
+    attachment = file_attachment(name, bot.connector.serve_file(name, data))
+    return (await bot.reply_to(personal(bot, tenant, user=user, attachments=[attachment]))).text
+
+
+def card_quotes(answer: SentActivity) -> dict[str, str]:
+    """Label → quote of each source in the answer's card, under the document group only."""
+    [card] = answer.activity["attachments"]
+    texts = [block["text"] for block in card["content"]["body"]]
+    documents = texts[texts.index(DOCUMENT_GROUP) + 1:] if DOCUMENT_GROUP in texts else []
+    return {label.split("] ", 1)[1]: quote.strip("“”") for label, quote in zip(documents[::2], documents[1::2])}
+
+
+# --- the whole life of a document ---------------------------------------------------------------------------------
+
+
+@scenario
+async def test_admin_upload_is_indexed_quoted_in_the_tenant_listed_and_forgotten(assistant, documents):
+    tenant, data = "tenant-uploads-1", text_pdf()
+    async with running_bot(assistant, documents) as bot:
+        confirmation = await upload(bot, tenant, "Retention.pdf", data)
+        [record] = documents.list(Asker("teams", tenant))
+        assert confirmation == f"Indexed Retention.pdf: 3 pages, {record.passages} passages"
+        assert (record.pages, record.uploader) == (3, ADMIN)
+        assert bot.connector.downloads == ["Retention.pdf"]
+        assert [a.type for a in bot.connector.sent] == ["typing", "message"]
+
+        answer = await bot.reply_to(channel_question(bot, tenant))
+        quotes = card_quotes(answer)
+        assert INVOICES in quotes["Retention.pdf, p. 2"]
+        assert " ".join(quotes["Retention.pdf, p. 2"].split()) in page_text(data, 2)
+        claims = {c["appearance"]["name"]: c["appearance"] for c in answer.activity["entities"][0]["citation"]}
+        assert claims["Retention.pdf, p. 2"]["keywords"] == ["Organisation document"]
+        assert any(a["keywords"] == ["GDPR"] for a in claims.values())  # the Regulation is quoted too, apart
+
+        elsewhere = await bot.reply_to(channel_question(bot, "tenant-uploads-99"))
+        assert "Retention.pdf" not in json.dumps(elsewhere.activity)
+
+        listing = (await bot.reply_to(personal(bot, tenant, "docs", user=MEMBER))).text
+        assert f"- Retention.pdf: 3 pages, {record.passages} passages · added by {ADMIN} on " in listing
+        refused = (await bot.reply_to(personal(bot, tenant, "forget Retention.pdf", user=MEMBER))).text
+        assert refused.startswith("Sorry, only the bot's admins can remove documents.")
+        assert (await bot.reply_to(personal(bot, tenant, "forget Retention.pdf"))).text == "Removed Retention.pdf."
+        assert (await bot.reply_to(personal(bot, tenant, "forget Retention.pdf"))).text == (
+            "No document named Retention.pdf.")
+
+        after = await bot.reply_to(channel_question(bot, tenant))
+        assert card_quotes(after) == {} and "Retention.pdf" not in json.dumps(after.activity)
+        assert (await bot.reply_to(personal(bot, tenant, "docs"))).text.startswith("No documents have been added")
+
+
+# --- refusals --------------------------------------------------------------------------------------------------------
+
+
+@scenario
+async def test_upload_by_a_non_admin_is_politely_refused_and_not_indexed(assistant, documents):
+    tenant = "tenant-uploads-2"
+    async with running_bot(assistant, documents) as bot:
+        reply = await upload(bot, tenant, "Retention.pdf", text_pdf(), user=MEMBER)
+        assert reply.startswith("Sorry, only the bot's admins can add documents.")
+        assert documents.list(Asker("teams", tenant)) == []
+        assert "Retention.pdf" not in json.dumps((await bot.reply_to(channel_question(bot, tenant))).activity)
+
+
+@pytest.mark.parametrize("name, make, reason", [
+    ("Scan.pdf", scanned_pdf, "Scan.pdf has no extractable text; it looks like a scanned document."),
+    ("Salaries.pdf", encrypted_pdf, "Salaries.pdf is password-protected; upload a copy without a password."),
+    ("Chart.pdf", png_bytes, "Chart.pdf is not a PDF file."),
+], ids=["scanned", "encrypted", "png-named-pdf"])
+@scenario
+async def test_unusable_files_are_refused_with_the_reason(assistant, documents, name, make, reason):
+    tenant = f"tenant-uploads-3-{name}"
+    async with running_bot(assistant, documents) as bot:
+        assert (await upload(bot, tenant, name, make())).startswith(reason)
+        assert documents.list(Asker("teams", tenant)) == []
+
+
+@scenario
+async def test_a_file_over_the_size_limit_is_refused(assistant, components):
+    tenant = "tenant-uploads-4"
+    small = Documents(components.documents.library, {ADMIN}, max_bytes=1000, max_pages=500)
+    async with running_bot(assistant, small) as bot:
+        reply = await upload(bot, tenant, "Retention.pdf", text_pdf())
+        assert reply == f"Retention.pdf is larger than the {1000 / 1_000_000:g} MB limit."
+        assert small.list(Asker("teams", tenant)) == []
+
+
+@scenario
+async def test_a_file_that_cannot_be_downloaded_is_reported(assistant, documents):
+    tenant = "tenant-uploads-5"
+    async with running_bot(assistant, documents) as bot:
+        missing = file_attachment("Gone.pdf", f"{bot.connector.url}files/no-such-file/Gone.pdf")
+        not_https = file_attachment("Plain.pdf", "http://files.example.com/Plain.pdf")
+        for attachment in (missing, not_https):
+            reply = await bot.reply_to(personal(bot, tenant, attachments=[attachment]))
+            assert reply.text == f"I couldn't download {attachment['name']} from Teams. Please send it again."
+        assert bot.connector.downloads == [] and documents.list(Asker("teams", tenant)) == []
+
+
+@scenario
+async def test_without_documents_uploads_and_commands_say_they_are_not_enabled(assistant):
+    async with running_bot(assistant, None) as bot:
+        assert await upload(bot, "tenant-uploads-6", "Retention.pdf", text_pdf()) == (
+            "Document uploads are not enabled on this bot.")
+        docs = await bot.reply_to(personal(bot, "tenant-uploads-6", "docs"))
+        assert docs.text == "Document uploads are not enabled on this bot." and bot.connector.downloads == []
+
+
+@scenario
+async def test_usage_hint_tells_how_to_list_add_and_forget_documents(assistant, documents):
+    async with running_bot(assistant, documents) as bot:
+        hint = (await bot.reply_to(personal(bot, "tenant-uploads-7"))).text
+        assert hint == USAGE_HINT and "`docs`" in hint and "`forget <file name>`" in hint
