@@ -547,19 +547,19 @@ class _Listeners:
     async def _download(self, url: str, limit: int) -> bytes:
         """At most `limit` bytes of the file: one past the size limit is enough for the core to refuse it."""
         headers = {"Authorization": f"Bearer {self._client.token}"}
+        timeout = aiohttp.ClientTimeout(total=DOWNLOAD_TIMEOUT_S)
         try:
-            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=DOWNLOAD_TIMEOUT_S)) as session:
-                async with session.get(url, headers=headers) as response:
-                    # Without access (no files:read scope) Slack serves its sign-in page, not an error status.
-                    if response.status != 200 or response.content_type == "text/html":
-                        raise _DownloadFailed(f"HTTP {response.status}, {response.content_type}")
-                    data = bytearray()
-                    async for chunk in response.content.iter_chunked(DOWNLOAD_CHUNK_BYTES):
-                        data += chunk
-                        if len(data) >= limit:
-                            break
-                    return bytes(data[:limit])
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            async with aiohttp.ClientSession(timeout=timeout) as session, session.get(url, headers=headers) as response:
+                # Without access (no files:read scope) Slack serves its sign-in page, not an error status.
+                if response.status != 200 or response.content_type == "text/html":
+                    raise _DownloadFailed(f"HTTP {response.status}, {response.content_type}")
+                data = bytearray()
+                async for chunk in response.content.iter_chunked(DOWNLOAD_CHUNK_BYTES):
+                    data += chunk
+                    if len(data) >= limit:
+                        break
+                return bytes(data[:limit])
+        except (aiohttp.ClientError, TimeoutError) as exc:
             raise _DownloadFailed(repr(exc)) from exc
 
     async def _file_info(self, file_id: str) -> dict | None:

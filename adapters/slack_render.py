@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from core.documents import DocumentRecord
+from core.library import too_large
 from core.models import Answer, Citation, Passage
 
 SOURCE_LINE = "Source: Regulation (EU) 2016/679, consolidated text incl. 2018 corrigendum · not legal advice"
@@ -112,7 +113,7 @@ def forgotten_text(filename: str, removed: DocumentRecord | None) -> str:
 
 def too_large_text(filename: str, max_bytes: int) -> str:
     """Worded as the core words it, for a file refused before it is downloaded."""
-    return escape(f"{filename} is larger than the {max_bytes / 1_000_000:g} MB limit.")
+    return escape(too_large(filename, max_bytes))
 
 
 def download_failed_text(filename: str) -> str:
@@ -312,7 +313,7 @@ def _norm(text: str) -> str:
 
 __all__ = [
     "ABSTAIN_HEADER", "DOCUMENTS_HEADER", "FEEDBACK_DOWN", "FEEDBACK_UP", "FORGET_USAGE", "HELP_TEXT", "MAX_BLOCKS",
-    "MAX_MESSAGE_CHARS", "MAX_TEXT_CHARS", "SOURCE_LINE", "SlackMessage", "UPLOADS_DISABLED",
+    "MAX_MESSAGE_CHARS", "MAX_TEXT_CHARS", "SOURCE_LINE", "UPLOADS_DISABLED", "SlackMessage",
     "download_failed_text", "escape", "forgotten_text", "indexed_text", "render_answer", "render_document_list",
     "render_text", "to_plain", "too_large_text",
 ]

@@ -14,7 +14,7 @@ import logging
 import uuid
 from collections import OrderedDict, deque
 from dataclasses import dataclass
-from typing import Any, Awaitable, Generic, Iterable, Literal, TypeVar
+from typing import Any, Awaitable, Callable, Generic, Iterable, Literal, TypeVar
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -286,18 +286,18 @@ async def _download(url: str, limit: int) -> bytes:
     """At most `limit` bytes of the file: one past the size limit is enough for the core to refuse it."""
     if not _may_download(url):
         raise _DownloadFailed(f"not an HTTPS URL: {url!r}")
+    timeout = aiohttp.ClientTimeout(total=DOWNLOAD_TIMEOUT_S)
     try:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=DOWNLOAD_TIMEOUT_S)) as session:
-            async with session.get(url) as response:
-                if response.status != 200:
-                    raise _DownloadFailed(f"HTTP {response.status}")
-                data = bytearray()
-                async for chunk in response.content.iter_chunked(DOWNLOAD_CHUNK_BYTES):
-                    data += chunk
-                    if len(data) >= limit:
-                        break
-                return bytes(data[:limit])
-    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        async with aiohttp.ClientSession(timeout=timeout) as session, session.get(url) as response:
+            if response.status != 200:
+                raise _DownloadFailed(f"HTTP {response.status}")
+            data = bytearray()
+            async for chunk in response.content.iter_chunked(DOWNLOAD_CHUNK_BYTES):
+                data += chunk
+                if len(data) >= limit:
+                    break
+            return bytes(data[:limit])
+    except (aiohttp.ClientError, TimeoutError) as exc:
         raise _DownloadFailed(repr(exc)) from exc
 
 
@@ -412,10 +412,6 @@ async def _read_activity(request: web.Request) -> Activity:
         raise web.HTTPBadRequest(text="The body is not a valid activity.") from None
 
 
-async def _healthz(_request: web.Request) -> web.Response:
-    return web.json_response({"status": "ok"})
-
-
 @dataclass(frozen=True)
 class _SdkConfig:
     """The attribute names ConfigurationBotFrameworkAuthentication reads."""
@@ -449,13 +445,19 @@ def build_teams_app(
     *,
     extra_routes: Iterable[web.AbstractRouteDef] | None = None,
     documents: Documents | None = None,
+    health: Callable[[], dict] | None = None,
 ) -> web.Application:
-    """The aiohttp app serving `POST /api/messages` and `GET /healthz` (plus `extra_routes`)."""
+    """The aiohttp app serving `POST /api/messages` and `GET /healthz` (plus `extra_routes`);
+    `health` adds details (index status, …) to the healthz JSON."""
+
+    async def healthz(_request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok", **(health() if health else {})})
+
     auth = ConfigurationBotFrameworkAuthentication(_sdk_config(settings))
     endpoint = _MessagesEndpoint(auth, CloudAdapter(auth), GdprTeamsBot(service, documents))
     app = web.Application(client_max_size=MAX_BODY_BYTES)
     app.router.add_post("/api/messages", endpoint.handle)
-    app.router.add_get("/healthz", _healthz)
+    app.router.add_get("/healthz", healthz)
     if extra_routes:
         app.add_routes(extra_routes)
     app.on_cleanup.append(endpoint.drain)
@@ -472,7 +474,8 @@ def _is_loopback(host: str) -> bool:
 
 
 def run_teams(settings: Settings, service: AnswerService, host: str, port: int, *,
-              documents: Documents | None = None) -> None:
+              documents: Documents | None = None, extra_routes: Iterable[web.AbstractRouteDef] | None = None,
+              health: Callable[[], dict] | None = None) -> None:
     """Serve the Teams bot until interrupted. Raises SettingsError (one line) rather than expose an
     unauthenticated bot beyond loopback."""
     if not settings.microsoft_app_id and not _is_loopback(host) and not settings.teams_allow_unauthenticated_remote:
@@ -480,7 +483,7 @@ def run_teams(settings: Settings, service: AnswerService, host: str, port: int, 
             f"Refusing to serve Teams on {host} without MICROSOFT_APP_ID/MICROSOFT_APP_PASSWORD; "
             "use a loopback host or set TEAMS_ALLOW_UNAUTHENTICATED_REMOTE=true"
         )
-    app = build_teams_app(settings, service, documents=documents)
+    app = build_teams_app(settings, service, documents=documents, extra_routes=extra_routes, health=health)
     if not settings.microsoft_app_id:
         logger.warning("Teams adapter running without credentials: requests are not authenticated")
     logger.info("Teams adapter listening on http://%s:%d/api/messages", host, port)

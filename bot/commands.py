@@ -107,14 +107,17 @@ def slack(args, components: Components) -> int:
         raise UserError("SLACK_BOT_TOKEN is not set")
     components.prepare()
     run_slack(components.settings, components.service, args.port, extra_routes=metrics_routes(components),
-              health=health_details(components))
+              health=health_details(components), documents=components.documents)
     return 0
 
 
 def teams(args, components: Components) -> int:
     from adapters.teams import run_teams
+    from bot.observability import health_details, metrics_routes
 
-    run_teams(components.settings, components.service, args.host, args.port)
+    components.prepare()
+    run_teams(components.settings, components.service, args.host, args.port, documents=components.documents,
+              extra_routes=metrics_routes(components), health=health_details(components))
     return 0
 
 

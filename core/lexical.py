@@ -51,6 +51,8 @@ class LexicalIndexes:
         with self._lock:
             if lang not in self._guides:
                 guides = self._load_guides(lang)
+                # English questions have the dense model for inflection and paraphrase; other languages
+                # lean on character n-grams ("gemeldet" vs "melden").
                 self._guides[lang] = LexicalIndex(
-                    [" ".join(guides.get(pid, ())) for pid in self._store.ids], lang, grams=False) if guides else None
+                    [" ".join(guides.get(pid, ())) for pid in self._store.ids], lang, grams=lang != "en") if guides else None
             return self._guides[lang]

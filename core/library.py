@@ -6,9 +6,9 @@ from collections.abc import Collection
 
 from core.documents import DocumentLibrary, DocumentRecord
 from core.models import Asker
-from corpus.documents import DocumentRejected, ingest_pdf
+from corpus.documents import DocumentRejected, ingest_pdf, too_large
 
-__all__ = ["DocumentRecord", "DocumentRejected", "Documents", "NotAllowed"]
+__all__ = ["DocumentRecord", "DocumentRejected", "Documents", "NotAllowed", "too_large"]
 
 
 class NotAllowed(Exception):

@@ -31,8 +31,8 @@ class Weights:
 
     Signals: `dense`/`guide_dense`/`title` are cosine similarities to the English provision text, guide
     lines and article headings; `words`/`grams` BM25 over the provisions in the question's language;
-    `guide_words` BM25 over the English guide; `native_guide_words` over the guide in the question's
-    language; `english_words` BM25 over the English provisions (for mixed-language questions).
+    `guide_words` BM25 over the English guide; `native_guide_words`/`native_guide_grams` over the guide in
+    the question's language (stemmed words / character n-grams); `english_words` BM25 over the English provisions (for mixed-language questions).
     `article` adds each provision's best-in-article score: the right article first, then the paragraph.
     """
 
@@ -43,6 +43,7 @@ class Weights:
     grams: float = 0.0
     guide_words: float = 0.0
     native_guide_words: float = 0.0
+    native_guide_grams: float = 0.0
     english_words: float = 0.0
     article: float = 0.0
 
@@ -56,8 +57,8 @@ class Weights:
 # the provision guides carry most of the signal for lay wording and the legal text breaks ties; in other
 # languages the English model reads noise, so the native guide and native BM25 lead.
 ENGLISH = Weights(dense=0.15, guide_dense=1.0, title=0.1, words=0.1, grams=0.1, guide_words=2.5, article=2.0)
-OTHER_LANGUAGES = Weights(dense=0.35, guide_dense=0.06, words=0.26, grams=0.8, native_guide_words=5.6,
-                          english_words=0.1, article=0.27)
+OTHER_LANGUAGES = Weights(dense=0.4, words=0.2, grams=0.1, guide_words=0.08, native_guide_words=3.0,
+                          native_guide_grams=2.0, english_words=0.15, article=0.1)
 
 
 @dataclass(frozen=True)
@@ -182,6 +183,7 @@ class Retriever:
         native_guide = self.lexical.guide(lang) if lang != "en" else None
         if native_guide is not None:
             found["native_guide_words"] = native_guide.word_scores(query)
+            found["native_guide_grams"] = native_guide.gram_scores(query)
         timings["bm25"] = (time.perf_counter() - t) * 1000
         return found
 

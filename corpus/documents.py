@@ -61,9 +61,14 @@ class _Line:
 _Page = list[list[_Line]]  # the page's text blocks, each a list of lines
 
 
+def too_large(filename: str, max_bytes: int) -> str:
+    """The refusal for a file over the limit (settings give the limit in MB of 2**20 bytes)."""
+    return f"{filename} is larger than the {max_bytes / 2**20:.3g} MB limit."
+
+
 def ingest_pdf(data: bytes, filename: str, *, max_bytes: int, max_pages: int) -> IngestedDocument:
     if len(data) > max_bytes:
-        raise DocumentRejected(f"{filename} is larger than the {max_bytes / 1_000_000:g} MB limit.")
+        raise DocumentRejected(too_large(filename, max_bytes))
     # By content, not by name: a renamed image or Word file must not reach the parser.
     if b"%PDF-" not in data[:1024]:
         raise DocumentRejected(f"{filename} is not a PDF file.")

@@ -112,7 +112,8 @@ class FakeSlack:
         file = {"id": file_id, "name": name, "title": name, "filetype": filetype, "mimetype": mimetype,
                 "size": len(data) if size is None else size, "user": user, "mode": "hosted", "is_external": False,
                 "url_private": url.replace("/download/", "/"), "url_private_download": url}
-        share = {"ts": ts, "channel_name": "general", "team_id": TEAM_ID} | ({"thread_ts": thread_ts} if thread_ts else {})
+        share = {"ts": ts, "channel_name": "general", "team_id": TEAM_ID}
+        share |= {"thread_ts": thread_ts} if thread_ts else {}
         visibility = "private" if channel.startswith(("D", "G")) else "public"
         self._files[file_id] = file | {"shares": {visibility: {channel: [share]}}}
         self._file_bytes[file_id] = data
@@ -239,8 +240,9 @@ def sign(body: str, *, secret: str = SIGNING_SECRET, timestamp: int | None = Non
     return {"X-Slack-Request-Timestamp": str(timestamp), "X-Slack-Signature": f"v0={digest}"}
 
 
-def event_body(event: dict, *, event_id: str | None = None, team: str = TEAM_ID) -> str:
-    """An Events API envelope (JSON) around `event`, from workspace `team`."""
+def event_body(event: dict, *, event_id: str | None = None, team: str | None = None) -> str:
+    """An Events API envelope (JSON) around `event`, from workspace `team` (by default the event's own)."""
+    team = team or event.get("team") or TEAM_ID
     return json.dumps({
         "token": "unused", "team_id": team, "api_app_id": "A00000001", "type": "event_callback",
         "event_id": event_id or f"Ev{uuid.uuid4().hex[:10].upper()}", "event_time": int(time.time()),

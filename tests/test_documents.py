@@ -12,7 +12,7 @@ from core.documents import DocumentLibrary
 from core.embedding import Embedder
 from corpus.documents import MAX_CHUNK_CHARS, DocumentRejected, ingest_pdf
 
-MB = 1_000_000
+MB = 2**20
 LIMITS = {"max_bytes": 20 * MB, "max_pages": 50}
 
 RETENTION = ("Payroll records are kept for seven years after the end of employment and are then "
@@ -128,7 +128,7 @@ def test_ingest_joins_lines_into_quotable_paragraphs():
 
 @pytest.mark.parametrize("make, limits, reason", [
     (png_bytes, LIMITS, "is not a PDF"),
-    (policy_pdf, {"max_bytes": 1000, "max_pages": 50}, "larger than the 0.001 MB limit"),
+    (policy_pdf, {"max_bytes": 1000, "max_pages": 50}, "larger than the 0.000954 MB limit"),
     (lambda: policy_pdf() + b"\n" * 2 * MB, LIMITS | {"max_bytes": 2 * MB}, "larger than the 2 MB limit"),
     (lambda: pymupdf.open(stream=policy_pdf()).tobytes(encryption=pymupdf.PDF_ENCRYPT_AES_256, user_pw="x", owner_pw="y"),
      LIMITS, "password-protected"),

@@ -11,7 +11,7 @@ import pymupdf
 import pytest
 
 from core.assistant import Assistant
-from core.library import Documents
+from core.library import Documents, too_large
 from core.models import Asker
 from evals.fake_slack import (
     BOT_USER_ID,
@@ -253,7 +253,7 @@ async def test_a_file_over_the_size_limit_is_refused_before_downloading(assistan
     team = "TUPSLACK05"
     async with LoopbackSlack(assistant, documents=documents) as slack:
         reply = await share_in_dm(slack, team, "Huge.pdf", text_pdf(), size=documents.max_bytes + 1)
-        assert reply == f"Huge.pdf is larger than the {documents.max_bytes / 1_000_000:g} MB limit."
+        assert reply == too_large("Huge.pdf", documents.max_bytes)
         assert slack.fake.calls_to("file_download") == [] and documents.list(Asker("slack", team)) == []
 
 

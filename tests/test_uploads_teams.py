@@ -6,9 +6,10 @@ import asyncio
 import functools
 import json
 import socket
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, AsyncIterator
+from typing import Any
 
 import aiohttp
 import pymupdf
@@ -19,7 +20,7 @@ from adapters.teams import build_teams_app
 from adapters.teams_render import DOCUMENT_GROUP, USAGE_HINT
 from bot.settings import Settings
 from core.assistant import Assistant
-from core.library import Documents
+from core.library import Documents, too_large
 from core.models import Asker
 from evals.fake_bot_connector import FakeBotConnector, SentActivity, file_attachment
 
@@ -144,7 +145,11 @@ def personal(bot: Bot, tenant: str, text: str | None = None, *, user: str = ADMI
         "conversation": {"id": PERSONAL_CHAT, "conversationType": "personal", "tenantId": tenant},
         "channelData": {"tenant": {"id": tenant}},
     }
-    return activity | ({"text": text} if text is not None else {}) | ({"attachments": attachments} if attachments else {})
+    if text is not None:
+        activity["text"] = text
+    if attachments:
+        activity["attachments"] = attachments
+    return activity
 
 
 def channel_question(bot: Bot, tenant: str) -> dict[str, Any]:
@@ -239,7 +244,7 @@ async def test_a_file_over_the_size_limit_is_refused(assistant, components):
     small = Documents(components.documents.library, {ADMIN}, max_bytes=1000, max_pages=500)
     async with running_bot(assistant, small) as bot:
         reply = await upload(bot, tenant, "Retention.pdf", text_pdf())
-        assert reply == f"Retention.pdf is larger than the {1000 / 1_000_000:g} MB limit."
+        assert reply == too_large("Retention.pdf", 1000)
         assert small.list(Asker("teams", tenant)) == []
 
 
