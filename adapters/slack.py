@@ -23,7 +23,6 @@ from functools import partial
 from typing import Awaitable, Callable, Iterable, Literal, Mapping, Sequence, TypeVar
 from urllib.parse import urlsplit
 
-import aiohttp
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
@@ -37,6 +36,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
+from adapters.download import DownloadFailed, download
 from adapters.slack_render import (
     FEEDBACK_DOWN,
     FEEDBACK_UP,
@@ -71,8 +71,6 @@ CORE_THREADS = 4
 # Threads can be long; the core only needs the recent context.
 MAX_HISTORY_TURNS = 20
 HISTORY_FETCH_LIMIT = 200
-DOWNLOAD_TIMEOUT_S = 120.0
-DOWNLOAD_CHUNK_BYTES = 64 * 1024
 
 HealthDetails = Callable[[], Mapping[str, object]]
 DocumentsVerb = Literal["docs", "forget"]
@@ -238,8 +236,6 @@ class _RecentKeys:
         return next(iter(self._seen.values()))
 
 
-class _DownloadFailed(Exception):
-    pass
 
 
 class _Listeners:
@@ -535,7 +531,7 @@ class _Listeners:
             return download_failed_text(name)
         try:
             data = await self._download(url, documents.max_bytes + 1)
-        except _DownloadFailed as exc:
+        except DownloadFailed as exc:
             logger.warning("Downloading file %s failed: %s", file["id"], exc)
             return download_failed_text(name)
         try:
@@ -545,22 +541,7 @@ class _Listeners:
         return indexed_text(record)
 
     async def _download(self, url: str, limit: int) -> bytes:
-        """At most `limit` bytes of the file: one past the size limit is enough for the core to refuse it."""
-        headers = {"Authorization": f"Bearer {self._client.token}"}
-        timeout = aiohttp.ClientTimeout(total=DOWNLOAD_TIMEOUT_S)
-        try:
-            async with aiohttp.ClientSession(timeout=timeout) as session, session.get(url, headers=headers) as response:
-                # Without access (no files:read scope) Slack serves its sign-in page, not an error status.
-                if response.status != 200 or response.content_type == "text/html":
-                    raise _DownloadFailed(f"HTTP {response.status}, {response.content_type}")
-                data = bytearray()
-                async for chunk in response.content.iter_chunked(DOWNLOAD_CHUNK_BYTES):
-                    data += chunk
-                    if len(data) >= limit:
-                        break
-                return bytes(data[:limit])
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise _DownloadFailed(repr(exc)) from exc
+        return await download(url, limit, {"Authorization": f"Bearer {self._client.token}"})
 
     async def _file_info(self, file_id: str) -> dict | None:
         try:

@@ -17,15 +17,33 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Generic, Iterable, Literal, TypeVar
 from urllib.parse import urlsplit
 
-import aiohttp
 from aiohttp import web
-from botbuilder.core import ActivityHandler, CardFactory, InvokeResponse, TurnContext, serializer_helper
-from botbuilder.integration.aiohttp import CloudAdapter, ConfigurationBotFrameworkAuthentication
-from botbuilder.schema import Activity, ActivityTypes, DeliveryModes, Entity, TextFormatTypes
+from botbuilder.core import (
+    ActivityHandler,
+    CardFactory,
+    InvokeResponse,
+    TurnContext,
+    serializer_helper,
+)
+from botbuilder.integration.aiohttp import (
+    CloudAdapter,
+    ConfigurationBotFrameworkAuthentication,
+)
+from botbuilder.schema import (
+    Activity,
+    ActivityTypes,
+    DeliveryModes,
+    Entity,
+    TextFormatTypes,
+)
 from botframework.connector import Channels
-from botframework.connector.auth import AuthenticateRequestResult, BotFrameworkAuthentication
+from botframework.connector.auth import (
+    AuthenticateRequestResult,
+    BotFrameworkAuthentication,
+)
 from msrest.serialization import Model
 
+from adapters.download import DownloadFailed, download
 from adapters.teams_render import (
     FORGET_USAGE,
     UPLOADS_DISABLED,
@@ -54,8 +72,6 @@ FEEDBACK_INVOKE = "message/submitAction"
 # Teams renders the citation entity in personal and group chats but not in channels.
 NATIVE_CITATION_CONVERSATIONS = frozenset({"personal", "groupChat"})
 FILE_DOWNLOAD_INFO = "application/vnd.microsoft.teams.file.download.info"
-DOWNLOAD_TIMEOUT_S = 120.0
-DOWNLOAD_CHUNK_BYTES = 64 * 1024
 
 DocumentsVerb = Literal["docs", "forget"]
 
@@ -119,8 +135,6 @@ class _SharedFile:
     download_url: str  # pre-authorised and short-lived: fetched without credentials
 
 
-class _DownloadFailed(Exception):
-    pass
 
 
 class GdprTeamsBot(ActivityHandler):
@@ -189,7 +203,7 @@ class GdprTeamsBot(ActivityHandler):
         try:
             data = await _download(file.download_url, self._documents.max_bytes + 1)
             record = await asyncio.to_thread(self._documents.add, data, file.name, asker=asker)
-        except _DownloadFailed as exc:
+        except DownloadFailed as exc:
             logger.warning("Downloading %s failed: %s", file.name, exc)
             return download_failed_text(file.name)
         except (NotAllowed, DocumentRejected) as exc:
@@ -283,22 +297,9 @@ def _may_download(url: str) -> bool:
 
 
 async def _download(url: str, limit: int) -> bytes:
-    """At most `limit` bytes of the file: one past the size limit is enough for the core to refuse it."""
     if not _may_download(url):
-        raise _DownloadFailed(f"not an HTTPS URL: {url!r}")
-    timeout = aiohttp.ClientTimeout(total=DOWNLOAD_TIMEOUT_S)
-    try:
-        async with aiohttp.ClientSession(timeout=timeout) as session, session.get(url) as response:
-            if response.status != 200:
-                raise _DownloadFailed(f"HTTP {response.status}")
-            data = bytearray()
-            async for chunk in response.content.iter_chunked(DOWNLOAD_CHUNK_BYTES):
-                data += chunk
-                if len(data) >= limit:
-                    break
-            return bytes(data[:limit])
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        raise _DownloadFailed(repr(exc)) from exc
+        raise DownloadFailed(f"not an HTTPS URL: {url!r}")
+    return await download(url, limit)
 
 
 def _logged_apology(doing: str) -> str:

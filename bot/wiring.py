@@ -18,9 +18,9 @@ from core.library import Documents
 from core.llm import GroqGenerator, chat_groq
 from core.metrics import Metrics
 from core.provisions import ProvisionStore
-from core.rerank import CrossEncoderReranker, KeepOrder, Reranker
+from core.rerank import CrossEncoderReranker, FusedOrder, Reranker
 from core.retrieval import RetrievalConfig, Retriever
-from corpus import LANGUAGES, corpus_file, load_guides
+from corpus import GUIDES_DIR, LANGUAGES, corpus_file, load_guides
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ class Components:
     def reranker(self) -> Reranker:
         if self.settings.reranker_model:
             return CrossEncoderReranker(self.settings.reranker_model)
-        return KeepOrder()
+        return FusedOrder()
 
     def prepare(self) -> Retriever:
         """Build or open the corpus and the index and warm the search up, before anyone asks."""
@@ -88,7 +88,11 @@ class Components:
 
     @cached_property
     def guides(self) -> dict[str, list[str]]:
-        return load_guides("en")
+        guides = load_guides("en")
+        # Without the English guide, retrieval quality drops to the naive baseline: refuse, don't degrade.
+        if not guides:
+            raise NotReady(f"The English provision guides are missing from {GUIDES_DIR}; reinstall the package.")
+        return guides
 
     def dense_index(self, *, rebuild: bool = False, progress: bool = False) -> VectorCollection:
         index = VectorCollection(self.chroma, self.embedder, REGULATION_COLLECTION)

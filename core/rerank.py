@@ -15,8 +15,8 @@ class Reranker(Protocol):
         ...
 
 
-class KeepOrder:
-    """No reranking: the fused order stands."""
+class FusedOrder:
+    """The offline default, needing no model: the fused order stands."""
 
     def rerank(self, query: str, ranked: Ranked, store: ProvisionStore) -> Ranked:
         return ranked

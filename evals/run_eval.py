@@ -152,6 +152,13 @@ def cmd_slack_load(args, components: Components) -> int:
     return 0
 
 
+def cmd_ops_load(args, components: Components) -> int:
+    from evals import ops_load
+
+    result = ops_load.run(**{name: getattr(args, name) for name in ops_load.RUN_ARGS})
+    return 0 if result["passed"] else 1
+
+
 def cmd_documents(args, components: Components) -> int:
     from evals import doc_benchmark
 
@@ -177,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     from evals import slack_load
 
     slack_load.add_arguments(commands.add_parser("slack-load", help="N concurrent signed mentions to the Slack app"))
+    from evals import ops_load
+
+    ops_load.add_arguments(commands.add_parser("ops-load", help="N signed mentions over D s to a real bot process"))
     documents = commands.add_parser("documents", help="index a generated N-page PDF")
     documents.add_argument("--pages", type=int, default=100)
     args = parser.parse_args(argv)
@@ -184,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     components = Components(load_settings())
     handlers = {"retrieval": cmd_retrieval, "latency": cmd_latency, "abstention": cmd_abstention,
                 "citations": cmd_citations, "answers": cmd_answers, "slack-load": cmd_slack_load,
-                "documents": cmd_documents}
+                "ops-load": cmd_ops_load, "documents": cmd_documents}
     return handlers[args.command](args, components)
 
 

@@ -1,0 +1,46 @@
+"""Real PDFs made with PyMuPDF for the upload tests: a text policy, a scan, an encrypted file, a PNG."""
+from __future__ import annotations
+
+import functools
+
+import pymupdf
+
+INVOICES = "Customer invoices are kept for ten years in the finance archive."
+PAGES = (
+    "Records retention policy of Example Ltd. This policy explains how long the company keeps its business records.",
+    f"{INVOICES} After ten years the finance team shreds them.",
+    "Job applications of rejected candidates are deleted six months after the vacancy has been filled.",
+)
+QUESTION = "How long are customer invoices kept in the finance archive?"
+
+
+@functools.cache
+def text_pdf() -> bytes:
+    doc = pymupdf.open()
+    for text in PAGES:
+        doc.new_page().insert_textbox(pymupdf.Rect(72, 72, 522, 770), text, fontsize=11, fontname="helv")
+    return doc.tobytes()
+
+
+def scanned_pdf() -> bytes:
+    doc = pymupdf.open()
+    doc.new_page().draw_rect(pymupdf.Rect(72, 72, 300, 200), color=(0, 0, 0), fill=(0.8, 0.8, 0.8))
+    return doc.tobytes()
+
+
+def encrypted_pdf() -> bytes:
+    doc = pymupdf.open()
+    doc.new_page().insert_text((72, 72), "Confidential salary bands.", fontsize=11)
+    return doc.tobytes(encryption=pymupdf.PDF_ENCRYPT_AES_256, user_pw="x", owner_pw="y")
+
+
+def png_bytes() -> bytes:
+    doc = pymupdf.open()
+    page = doc.new_page(width=60, height=60)
+    page.draw_rect(pymupdf.Rect(10, 10, 50, 50), fill=(0, 0, 1))
+    return page.get_pixmap().tobytes("png")
+
+
+def page_text(data: bytes, number: int) -> str:
+    with pymupdf.open(stream=data, filetype="pdf") as doc:
+        return " ".join(doc[number - 1].get_text().split())
