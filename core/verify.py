@@ -39,11 +39,12 @@ class Verified:
 
 def verbatim_quote(quote: str, text: str) -> str | None:
     """The stored span the quote stands for, if the quote is long enough to prove anything."""
-    # Models bracket quotes with quote marks or ellipses that are not part of the text.
+    # Models bracket quotes with quote marks or ellipses that are not part of the text; the text's own
+    # quote marks (Art. 4's "‘controller’ means") are kept when the quote includes them.
     trimmed = fold(quote).strip(" …'\"").removeprefix("...").removesuffix("...").strip()
     if len(trimmed) < MIN_QUOTE_CHARS:
         return None
-    return find_verbatim(trimmed, text)
+    return find_verbatim(quote.strip(), text) or find_verbatim(trimmed, text)
 
 
 def _mentions(text: str) -> set[str]:

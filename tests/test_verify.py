@@ -48,3 +48,10 @@ def test_typography_and_whitespace_do_not_matter_but_the_shown_quote_is_the_stor
 def test_a_statement_naming_a_provision_it_does_not_quote_is_dropped():
     verified = verify(one(text="Under Article 84(1) Member States add penalties."), RETRIEVED)
     assert verified.statements == ()
+
+
+def test_the_texts_own_quote_marks_stay_in_the_shown_quote():
+    definition = Passage("Art. 4(7)", "Art. 4(7)", "‘controller’ means the natural or legal person, public authority",
+                         "https://eur-lex.europa.eu/legal-content/EN/TXT/HTML/?uri=CELEX:32016R0679#art_4", "en", 3.0)
+    draft = Draft((DraftStatement("Art. 4(7) — Definitions", ("Art. 4(7)",), definition.text),))
+    assert verify(draft, [definition]).citations[0].quote == definition.text
