@@ -56,7 +56,7 @@ class Weights:
 # Chosen with `python -m evals.run_eval retrieval --sweep` on the visible set (see README). In English
 # the provision guides carry most of the signal for lay wording and the legal text breaks ties; in other
 # languages the English model reads noise, so the native guide and native BM25 lead.
-ENGLISH = Weights(dense=0.15, guide_dense=1.0, title=0.1, words=0.1, grams=0.1, guide_words=2.5, article=2.0)
+ENGLISH = Weights(dense=0.2, guide_dense=2.0, title=0.05, words=0.1, grams=0.05, guide_words=6.0, article=1.2)
 OTHER_LANGUAGES = Weights(dense=0.4, words=0.2, grams=0.1, guide_words=0.08, native_guide_words=3.0,
                           native_guide_grams=2.0, english_words=0.15, article=0.1)
 
