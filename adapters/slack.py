@@ -20,7 +20,7 @@ from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from typing import Awaitable, Callable, Iterable, Literal, Mapping, Sequence, TypeVar
+from typing import Awaitable, Callable, Iterable, Mapping, Sequence, TypeVar
 from urllib.parse import urlsplit
 
 from aiohttp import web
@@ -55,7 +55,7 @@ from adapters.slack_render import (
     too_large_text,
 )
 from bot.settings import Settings, SettingsError
-from core.library import DocumentRejected, Documents, NotAllowed
+from core.library import DocumentRejected, Documents, DocumentsVerb, NotAllowed, documents_command
 from core.models import Asker, Turn
 from core.service import AnswerService, QuestionRejected
 
@@ -73,7 +73,6 @@ MAX_HISTORY_TURNS = 20
 HISTORY_FETCH_LIMIT = 200
 
 HealthDetails = Callable[[], Mapping[str, object]]
-DocumentsVerb = Literal["docs", "forget"]
 T = TypeVar("T")
 
 
@@ -391,7 +390,7 @@ class _Listeners:
         if not question:
             await self._post(conv, [render_text(HELP_TEXT)])
             return
-        command = _documents_command(question)
+        command = documents_command(question)
         if command is not None:
             await self._post(conv, await self._documents_reply(*command, conv.asker))
             return
@@ -608,17 +607,6 @@ def _mentions(event: dict, bot_user_id: str | None) -> bool:
 def _command_asker(command: dict) -> Asker:
     return Asker(platform="slack", workspace=command.get("team_id"), channel=command.get("channel_id"),
                  user=command.get("user_id"))
-
-
-def _documents_command(text: str) -> tuple[DocumentsVerb, str] | None:
-    """`docs` or `forget <file name>` written to the bot in a mention or DM; anything else is a question."""
-    words = text.split(maxsplit=1)
-    verb, rest = words[0].lower(), (words[1].strip() if len(words) > 1 else "")
-    if verb == "docs" and not rest:
-        return "docs", ""
-    if verb == "forget":
-        return "forget", rest
-    return None
 
 
 def _file_key(file_id: str, channel: str) -> str:

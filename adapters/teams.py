@@ -14,7 +14,7 @@ import logging
 import uuid
 from collections import OrderedDict, deque
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Generic, Iterable, Literal, TypeVar
+from typing import Any, Awaitable, Callable, Generic, Iterable, TypeVar
 from urllib.parse import urlsplit
 
 from aiohttp import web
@@ -57,7 +57,7 @@ from adapters.teams_render import (
     render_answer,
 )
 from bot.settings import Settings, SettingsError
-from core.library import DocumentRejected, Documents, NotAllowed
+from core.library import DocumentRejected, Documents, DocumentsVerb, NotAllowed, documents_command
 from core.models import Asker, Turn
 from core.service import AnswerService, QuestionRejected
 
@@ -73,7 +73,6 @@ FEEDBACK_INVOKE = "message/submitAction"
 NATIVE_CITATION_CONVERSATIONS = frozenset({"personal", "groupChat"})
 FILE_DOWNLOAD_INFO = "application/vnd.microsoft.teams.file.download.info"
 
-DocumentsVerb = Literal["docs", "forget"]
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -158,7 +157,7 @@ class GdprTeamsBot(ActivityHandler):
         if not question:
             await turn_context.send_activity(_message(Reply(USAGE_HINT)))
             return
-        command = _documents_command(question)
+        command = documents_command(question)
         if command is not None:
             reply = await self._documents_reply(*command, _asker(activity))
             await turn_context.send_activity(_message(Reply(reply)))
@@ -266,17 +265,6 @@ def _question_text(activity: Activity) -> str:
         if (entity.type or "").lower() == "mention" and mentioned.get("id") == bot_id and mention_text:
             text = text.replace(mention_text, " ")
     return " ".join(text.split())
-
-
-def _documents_command(text: str) -> tuple[DocumentsVerb, str] | None:
-    """`docs` or `forget <file name>` as the whole message; anything else is a question."""
-    words = text.split(maxsplit=1)
-    verb, rest = words[0].lower(), (words[1].strip() if len(words) > 1 else "")
-    if verb == "docs" and not rest:
-        return "docs", ""
-    if verb == "forget":
-        return "forget", rest
-    return None
 
 
 def _shared_files(activity: Activity) -> list[_SharedFile]:
