@@ -11,18 +11,13 @@ from pathlib import Path
 
 from bot.settings import load_settings
 from bot.wiring import Components
-from evals.metrics import Question
+from evals.metrics import Question, percentile
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def _ms(seconds: float) -> float:
     return round(seconds * 1000, 1)
-
-
-def _p95(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
 
 
 def retrieval_times(components: Components, questions: list[Question], rounds: int) -> list[float]:
@@ -80,7 +75,7 @@ def measure(components: Components, questions: list[Question], rounds: int = 3) 
     times = retrieval_times(components, questions, rounds)
     return {
         "questions": len(questions), "rounds": rounds,
-        "retrieval_p50_ms": _ms(statistics.median(times)), "retrieval_p95_ms": _ms(_p95(times)),
+        "retrieval_p50_ms": _ms(statistics.median(times)), "retrieval_p95_ms": _ms(percentile(times, 95)),
         **cold_and_warm_start(components.settings),
         "bot_ask_peak_rss_mb": peak_rss_mb,
     }

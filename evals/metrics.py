@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,3 +54,9 @@ def summarise(ranks: Sequence[int | None], k: int) -> dict:
         "recall_at_k": sum(1 for r in ranks if r is not None and r <= k) / n,
         "mrr": sum(1.0 / r for r in ranks if r is not None) / n,
     }
+
+
+def percentile(values: Sequence[float], pct: float) -> float:
+    """Nearest-rank percentile (the p95 of 20 values is the 19th smallest)."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(pct / 100 * len(ordered)) - 1)]

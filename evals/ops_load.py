@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import os
 import signal
 import socket
@@ -37,7 +36,16 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bot.settings import REPO_ROOT, Settings
 from core.service import RateLimited
-from evals.fake_slack import BOT_TOKEN, SIGNING_SECRET, Call, FakeSlack, event_body, mention, sign
+from evals.fake_slack import (
+    BOT_TOKEN,
+    SIGNING_SECRET,
+    Call,
+    FakeSlack,
+    event_body,
+    mention,
+    sign,
+)
+from evals.metrics import percentile
 from evals.slack_load import QUESTIONS
 
 HEALTH_TIMEOUT_S = 180.0  # a data dir without an index is built on start (about a minute)
@@ -241,11 +249,7 @@ def _outcome(posts: list[Call]) -> str:
 
 
 def _percentile_ms(values: list[float], pct: float) -> float | None:
-    """Nearest-rank."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    return round(ordered[max(0, math.ceil(pct / 100 * len(ordered)) - 1)] * 1000, 1)
+    return round(percentile(values, pct) * 1000, 1) if values else None
 
 
 def _figures(sent: list[Mention], replies: dict[str, list[Call]]) -> dict:

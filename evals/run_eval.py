@@ -85,11 +85,6 @@ def cmd_retrieval(args, components: Components) -> int:
     return 0
 
 
-def _percentile(values: list[float], pct: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(pct / 100 * len(ordered)) - 1))]
-
-
 def cmd_latency(args, components: Components) -> int:
     from evals.latency import measure
 

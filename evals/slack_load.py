@@ -11,12 +11,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import time
 from collections import defaultdict
 
 from core.service import AnswerService
 from evals.fake_slack import Call, LoopbackSlack, event_body, mention
+from evals.metrics import percentile
 
 ACK_LIMIT_S = 3.0
 LOAD_CHANNEL = "CLOAD0001"
@@ -85,15 +85,15 @@ async def _benchmark(service: AnswerService, n: int, timeout_s: float) -> dict:
         "acked_200": sum(status == 200 for status, _ in acks),
         "all_acked_within_3s": all(status == 200 and s < ACK_LIMIT_S for status, s in acks),
         "max_ack_ms": round(max(ack_s) * 1000, 1),
-        "p50_ack_ms": round(_percentile(ack_s, 50) * 1000, 1),
+        "p50_ack_ms": round(percentile(ack_s, 50) * 1000, 1),
         "answered_exactly_once": sum(count == 1 for count in answers.values()),
         "unanswered": sum(count == 0 for count in answers.values()),
         "answered_more_than_once": sum(count > 1 for count in answers.values()),
         "apologies_or_rejections": sum(
             1 for ts in threads if posts_by_thread[ts] and not any(_has_feedback(c) for c in posts_by_thread[ts])
         ),
-        "p50_ms": round(_percentile(latencies, 50) * 1000, 1) if latencies else None,
-        "p95_ms": round(_percentile(latencies, 95) * 1000, 1) if latencies else None,
+        "p50_ms": round(percentile(latencies, 50) * 1000, 1) if latencies else None,
+        "p95_ms": round(percentile(latencies, 95) * 1000, 1) if latencies else None,
         "max_ms": round(max(latencies) * 1000, 1) if latencies else None,
         "wall_s": round(wall_s, 2),
     }
@@ -120,12 +120,6 @@ def _answers_in(posts: list[Call]) -> int:
 
 def _has_feedback(call: Call) -> bool:
     return any(block.get("type") == "actions" for block in call.params.get("blocks") or [])
-
-
-def _percentile(values: list[float], pct: float) -> float:
-    """Nearest-rank percentile."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(pct / 100 * len(ordered)) - 1)]
 
 
 def _summary(result: dict) -> str:
