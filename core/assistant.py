@@ -118,14 +118,14 @@ class Assistant:
         sources = (() if decision.abstain else retrieval.passages) + documents
         t = time.perf_counter()
         draft, notice = self.generator.generate(question, replace(retrieval, passages=sources), history)
-        if decision.abstain:
-            notice = " ".join(filter(None, [ONLY_DOCUMENTS, notice]))
         timings["generation"] = (time.perf_counter() - t) * 1000
         verified = verify(draft, sources)
         for reason in verified.dropped:
             log.warning("dropped statement: %s", reason, extra={"request_id": request_id})
         if draft.not_in_sources or not verified.statements:
             return self._abstain(question, retrieval, request_id, timings, notice)
+        if decision.abstain:
+            notice = " ".join(filter(None, [ONLY_DOCUMENTS, notice]))
         return Answer(question, False, verified.statements, verified.citations, retrieval.passages + documents,
                       self.generator.mode, request_id, notice=notice, timings_ms=timings)
 
