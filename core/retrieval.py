@@ -141,9 +141,9 @@ class Retriever:
         ranked = self.reranker.rerank(query, ranked[: self.config.rerank_depth], self.store) + ranked[self.config.rerank_depth:]
         timings["rerank"] = (time.perf_counter() - t) * 1000
         if referenced:
-            top = max(score for _, score in ranked[:1]) + 1.0
-            named = [(pid, top) for pid in referenced]
-            ranked = named + [(pid, s) for pid, s in ranked if pid not in referenced]
+            # Named provisions lead, scored just above the best search result.
+            top = ranked[0][1] + 1.0
+            ranked = [(pid, top) for pid in referenced] + [(pid, s) for pid, s in ranked if pid not in referenced]
         passages = tuple(self._passage(self.store.get(pid, lang), score) for pid, score in ranked[:k])
         timings["total"] = (time.perf_counter() - started) * 1000
         return Retrieval(query, lang, passages, tuple(referenced), similarity, timings)
