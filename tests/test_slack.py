@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import functools
 import json
 import logging
 import re
@@ -33,6 +32,7 @@ from evals.fake_slack import (
     sign,
 )
 from tests.fake_service import ART_33_1_URL, FakeAnswerService
+from tests.helpers import bounded
 
 CHANNEL = "C00000001"
 DM = "D00000001"
@@ -40,14 +40,7 @@ USER = "U00000001"
 QUOTE = "not later than 72 hours after having become aware of it"
 
 
-def scenario(test):
-    """Run an async test body on its own event loop, bounded so a hang fails fast."""
-
-    @functools.wraps(test)
-    def run(*args, **kwargs):
-        asyncio.run(asyncio.wait_for(test(*args, **kwargs), timeout=20))
-
-    return run
+scenario = bounded(timeout_s=20)
 
 
 def _all_text(params: dict) -> str:

@@ -4,7 +4,12 @@ from __future__ import annotations
 import json
 
 from adapters.teams_render import (
-    ABSTENTION, MAX_ABSTRACT_CHARS, MAX_CITATIONS, RELATED_HEADER, render_answer, shorten,
+    ABSTENTION,
+    MAX_ABSTRACT_CHARS,
+    MAX_CITATIONS,
+    RELATED_HEADER,
+    render_answer,
+    shorten,
 )
 from core.models import Answer, Citation, Passage, Statement
 from tests.fake_service import ART_33_1, ART_33_1_URL

@@ -3,7 +3,6 @@ loopback with signed events in and the fake Web API (which also serves the files
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import re
 
@@ -22,6 +21,7 @@ from evals.fake_slack import (
     file_shared,
     mention,
 )
+from tests.helpers import bounded, with_documents
 from tests.pdfs import (
     INVOICES,
     QUESTION,
@@ -44,23 +44,21 @@ WAIT_S = 20.0  # indexing embeds the document; the first question in a session w
 
 
 @pytest.fixture(scope="module")
-def documents(components) -> Documents:
-    return Documents(components.documents.library, {ADMIN}, max_bytes=20 * 1024 * 1024, max_pages=500)
+def uploads(components) -> tuple[Documents, Assistant]:
+    return with_documents(components, ADMIN)
 
 
 @pytest.fixture(scope="module")
-def assistant(components, documents) -> Assistant:
-    return Assistant(components.retriever, components.generator, documents=documents)
+def documents(uploads) -> Documents:
+    return uploads[0]
 
 
-def scenario(test):
-    """Run an async test body on its own event loop, bounded so a hang fails fast."""
+@pytest.fixture(scope="module")
+def assistant(uploads) -> Assistant:
+    return uploads[1]
 
-    @functools.wraps(test)
-    def run(*args, **kwargs):
-        asyncio.run(asyncio.wait_for(test(*args, **kwargs), timeout=60))
 
-    return run
+scenario = bounded(timeout_s=60)
 
 
 def in_thread(ts: str):
