@@ -37,6 +37,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters.download import DownloadFailed, download
+from adapters.pending import PendingJournal
 from adapters.slack_render import (
     FEEDBACK_DOWN,
     FEEDBACK_UP,
@@ -71,15 +72,23 @@ CORE_THREADS = 4
 # Threads can be long; the core only needs the recent context.
 MAX_HISTORY_TURNS = 20
 HISTORY_FETCH_LIMIT = 200
+# Questions a killed process left unanswered are answered on restart, unless the asker has long moved on.
+REPLAY_MAX_AGE_S = 3600.0
+# A response_url accepts replies for 30 minutes only.
+COMMAND_REPLAY_MAX_AGE_S = 1800.0
+PENDING_JOURNAL_NAME = "slack_pending.sqlite3"
 
 HealthDetails = Callable[[], Mapping[str, object]]
 T = TypeVar("T")
 
 
-def build_slack_app(settings: Settings, service: AnswerService, *, documents: Documents | None = None) -> AsyncApp:
+def build_slack_app(settings: Settings, service: AnswerService, *, documents: Documents | None = None,
+                    journal: PendingJournal | None = None) -> AsyncApp:
     """The bolt app with every listener registered; works for HTTP mode and Socket Mode alike.
 
     Without `documents`, uploads and the `docs`/`forget` commands are answered that uploads are not enabled.
+    With a `journal`, each question is journaled until answered, and the questions a previous process accepted
+    but never answered are answered now, so build the app inside the running event loop.
     """
     if not settings.slack_bot_token:
         raise SettingsError("Missing setting SLACK_BOT_TOKEN: the bot token (xoxb-…) is required for Slack")
@@ -91,7 +100,9 @@ def build_slack_app(settings: Settings, service: AnswerService, *, documents: Do
     )
     # An empty signing secret (Socket Mode) makes every HTTP request fail verification, which is the safe side.
     app = AsyncApp(client=client, signing_secret=settings.slack_signing_secret or "", name="gdpr-bot")
-    _Listeners(service, client, retry_handlers, documents).register(app)
+    listeners = _Listeners(service, client, retry_handlers, documents, journal)
+    listeners.register(app)
+    listeners.replay()
     return app
 
 
@@ -131,12 +142,19 @@ def run_slack(
     health: HealthDetails | None = None,
     documents: Documents | None = None,
 ) -> None:
-    """Serve until SIGINT/SIGTERM: Socket Mode when SLACK_APP_TOKEN is set, else HTTP mode on `port`."""
-    serving = serve_slack(settings, service, port, extra_routes=extra_routes, health=health, documents=documents)
+    """Serve until SIGINT/SIGTERM: Socket Mode when SLACK_APP_TOKEN is set, else HTTP mode on `port`.
+
+    Accepted questions are journaled under the data directory, so a killed process answers them on restart.
+    """
+    journal = PendingJournal(settings.data_dir / PENDING_JOURNAL_NAME)
+    serving = serve_slack(settings, service, port, extra_routes=extra_routes, health=health, documents=documents,
+                          journal=journal)
     try:
         asyncio.run(_until_terminated(serving))
     except KeyboardInterrupt:
         logger.info("Slack adapter stopped")
+    finally:
+        journal.close()
 
 
 async def serve_slack(
@@ -148,14 +166,15 @@ async def serve_slack(
     extra_routes: Sequence[web.RouteDef] = (),
     health: HealthDetails | None = None,
     documents: Documents | None = None,
+    journal: PendingJournal | None = None,
 ) -> None:
     """`run_slack` as a coroutine: serves until cancelled.
 
     In Socket Mode `/healthz` (and `extra_routes`) are still served on `port`, so container health checks
-    and metrics scraping work the same in both modes.
+    and metrics scraping work the same in both modes. `journal`: see `build_slack_app`.
     """
     _check_mode_settings(settings)
-    app = build_slack_app(settings, service, documents=documents)
+    app = build_slack_app(settings, service, documents=documents, journal=journal)
     socket_mode = settings.slack_app_token is not None
     runner = web.AppRunner(make_web_app(app, extra_routes=extra_routes, health=health, serve_events=not socket_mode))
     await runner.setup()
@@ -235,13 +254,12 @@ class _RecentKeys:
         return next(iter(self._seen.values()))
 
 
-
-
 class _Listeners:
     def __init__(self, service: AnswerService, client: AsyncWebClient, retry_handlers: list[AsyncRetryHandler],
-                 documents: Documents | None):
+                 documents: Documents | None, journal: PendingJournal | None):
         self._service = service
         self._documents = documents
+        self._journal = journal
         self._client = client
         self._retry_handlers = retry_handlers
         self._recent = _RecentKeys()
@@ -271,32 +289,30 @@ class _Listeners:
         await ack()
 
     async def _on_mention(self, ack: AsyncAck, body: dict, event: dict, context: AsyncBoltContext) -> None:
-        await ack()
         if _from_a_bot(event):
+            await ack()
             return
         if event.get("files"):
+            await ack()
             self._receive_files(event, context)
             return
-        if not self._first_delivery(body, event):
-            return
-        thread_ts = event.get("thread_ts") or event["ts"]
-        self._ask_in_thread(event, context, thread_ts)
+        await self._accept_question(ack, body, event, context)
 
     async def _on_message(self, ack: AsyncAck, body: dict, event: dict, context: AsyncBoltContext) -> None:
-        await ack()
         if _from_a_bot(event):
+            await ack()
             return
         if event.get("files"):
+            await ack()
             # Not every share that mentions the bot comes as app_mention too, so this one is looked at as well.
             if event.get("channel_type") == "im" or _mentions(event, context.bot_user_id):
                 self._receive_files(event, context)
             return
         # Channel messages arrive only for thread context; a question there comes as app_mention.
         if event.get("channel_type") != "im" or event.get("subtype"):
+            await ack()
             return
-        if not self._first_delivery(body, event):
-            return
-        self._ask_in_thread(event, context, event.get("thread_ts"))
+        await self._accept_question(ack, body, event, context)
 
     async def _on_file_shared(self, ack: AsyncAck, event: dict, context: AsyncBoltContext) -> None:
         await ack()
@@ -333,12 +349,20 @@ class _Listeners:
         await ack(text=HELP_TEXT, response_type="ephemeral")
 
     async def _command_ask(self, ack: AsyncAck, command: dict, text: str) -> None:
-        private, question = _private_flag(text)
+        _, question = _private_flag(text)
         if not question:
             await self._command_help(ack, command, "")
             return
+        # Slash commands are never redelivered, so each is a question of its own.
+        key = f"command:{uuid.uuid4().hex}"
+        self._journal_add(key, "command", {"command": command, "accepted_at": time.time()})
         await ack()
-        self._spawn(self._answer_command(command["response_url"], question, _command_asker(command), private))
+        self._answer_command_later(key, command)
+
+    def _answer_command_later(self, key: str, command: dict) -> None:
+        private, question = _private_flag(to_plain(command.get("text") or ""))
+        answering = self._answer_command(command["response_url"], question, _command_asker(command), private)
+        self._spawn(self._journaled(key, answering))
 
     async def _command_documents(self, verb: DocumentsVerb, ack: AsyncAck, command: dict, rest: str) -> None:
         await ack()
@@ -367,14 +391,27 @@ class _Listeners:
 
     # --- threads and DMs -----------------------------------------------------------------------------------
 
+    async def _accept_question(self, ack: AsyncAck, body: dict, event: dict, context: AsyncBoltContext) -> None:
+        """Journal a first delivery before acknowledging it: once acknowledged, Slack never sends it again."""
+        if not self._first_delivery(body, event):
+            await ack()
+            return
+        identity = {"team_id": context.team_id, "bot_user_id": context.bot_user_id, "bot_id": context.bot_id}
+        key = _message_key(event)
+        self._journal_add(key, event["type"], {"event": event, "context": identity, "accepted_at": time.time()})
+        await ack()
+        self._ask_in_thread(key, event, context)
+
     def _first_delivery(self, body: dict, event: dict) -> bool:
         """Slack retries (same event_id) and the app_mention + message pair (same channel+ts) answer once."""
-        keys = [f"message:{event.get('channel')}:{event.get('ts')}"]
+        keys = [_message_key(event)]
         if body.get("event_id"):
             keys.append(f"event:{body['event_id']}")
         return self._recent.claim(*keys)
 
-    def _ask_in_thread(self, event: dict, context: AsyncBoltContext, thread_ts: str | None) -> None:
+    def _ask_in_thread(self, key: str, event: dict, context: AsyncBoltContext) -> None:
+        # A mention is answered in a thread; a DM at the top level unless it was asked in a thread.
+        thread_ts = event.get("thread_ts") or (event["ts"] if event["type"] == "app_mention" else None)
         conversation = _Conversation(
             channel=event["channel"],
             message_ts=event["ts"],
@@ -383,7 +420,8 @@ class _Listeners:
                         channel=event["channel"], user=event.get("user")),
         )
         question = to_plain(event.get("text") or "", bot_user_id=context.bot_user_id)
-        self._spawn(self._answer_in_thread(conversation, question, context.bot_user_id, context.bot_id))
+        answering = self._answer_in_thread(conversation, question, context.bot_user_id, context.bot_id)
+        self._spawn(self._journaled(key, answering))
 
     async def _answer_in_thread(self, conv: _Conversation, question: str, bot_user_id: str | None,
                                 bot_id: str | None) -> None:
@@ -580,6 +618,38 @@ class _Listeners:
             await _send(AsyncWebhookClient(response_url, retry_handlers=self._retry_handlers), render_text(reply),
                         "ephemeral")
 
+    # --- questions a killed process left unanswered -------------------------------------------------------------
+
+    def replay(self) -> None:
+        """Answer, through the usual paths, what the journal holds: accepted, then the process died."""
+        if self._journal is None:
+            return
+        for key, kind, payload in self._journal.open_items():
+            # Done before answering: a question that killed the process must not kill every restart too.
+            self._journal.done(key)
+            age_s = time.time() - float(payload.get("accepted_at", 0))
+            max_age_s = COMMAND_REPLAY_MAX_AGE_S if kind == "command" else REPLAY_MAX_AGE_S
+            if age_s > max_age_s:
+                logger.warning("Not answering %s accepted %.0f s ago by a previous process: too old", key, age_s)
+                continue
+            logger.info("Answering %s, accepted but never answered by a previous process", key)
+            if kind == "command":
+                self._answer_command_later(key, payload["command"])
+            else:
+                # Claimed, so a redelivery of an event the dead process never acknowledged is not answered twice.
+                self._recent.claim(key)
+                self._ask_in_thread(key, payload["event"], AsyncBoltContext(payload["context"]))
+
+    async def _journaled(self, key: str, answering: Awaitable[None]) -> None:
+        """`answering`, then the question is done: cancelled or failed, it stays open for the next start."""
+        await answering
+        if self._journal is not None:
+            self._journal.done(key)
+
+    def _journal_add(self, key: str, kind: str, payload: dict) -> None:
+        if self._journal is not None:
+            self._journal.add(key, kind, payload)
+
     # --- plumbing ----------------------------------------------------------------------------------------------
 
     async def _in_core(self, function: Callable[..., T], /, *args: object, **kwargs: object) -> T:
@@ -602,6 +672,10 @@ def _from_a_bot(event: dict) -> bool:
 
 def _mentions(event: dict, bot_user_id: str | None) -> bool:
     return bot_user_id is not None and f"<@{bot_user_id}>" in (event.get("text") or "")
+
+
+def _message_key(event: dict) -> str:
+    return f"message:{event.get('channel')}:{event.get('ts')}"
 
 
 def _command_asker(command: dict) -> Asker:

@@ -22,6 +22,7 @@ from urllib.parse import parse_qsl, quote, urlencode
 
 from aiohttp import ClientSession, WSMsgType, web
 
+from adapters.pending import PendingJournal
 from adapters.slack import EVENTS_PATH, build_slack_app, make_web_app
 from bot.settings import Settings
 from core.library import Documents
@@ -304,9 +305,10 @@ class LoopbackSlack:
     """
 
     def __init__(self, service: AnswerService, *, signing_secret: str = SIGNING_SECRET,
-                 documents: Documents | None = None):
+                 documents: Documents | None = None, journal: PendingJournal | None = None):
         self.service = service
         self.documents = documents
+        self.journal = journal
         self.fake = FakeSlack()
         self._signing_secret = signing_secret
         self._runner: web.AppRunner | None = None
@@ -317,7 +319,8 @@ class LoopbackSlack:
         await self.fake.start()
         settings = Settings(slack_bot_token=BOT_TOKEN, slack_signing_secret=self._signing_secret,
                             slack_api_url=self.fake.api_url, slack_app_token=None)
-        web_app = make_web_app(build_slack_app(settings, self.service, documents=self.documents))
+        web_app = make_web_app(build_slack_app(settings, self.service, documents=self.documents,
+                                               journal=self.journal))
         self._runner = web.AppRunner(web_app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
