@@ -30,3 +30,19 @@ def retriever(components):
 @pytest.fixture(scope="session")
 def service(components):
     return components.service
+
+
+@pytest.fixture(scope="module")
+def documents(components, request):
+    """Uploads on the session's index, with the test module's `ADMIN` allowed to add documents."""
+    from core.library import Documents
+
+    return Documents(components.documents.library, {request.module.ADMIN}, max_bytes=20 * 1024 * 1024, max_pages=500)
+
+
+@pytest.fixture(scope="module")
+def assistant(components, documents):
+    """The real assistant on the session's index, answering from the module's `documents` too."""
+    from core.assistant import Assistant
+
+    return Assistant(components.retriever, components.generator, documents=documents)

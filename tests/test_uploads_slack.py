@@ -8,8 +8,7 @@ import re
 
 import pytest
 
-from core.assistant import Assistant
-from core.library import Documents, too_large
+from core.library import too_large
 from core.models import Asker
 from evals.fake_slack import (
     BOT_USER_ID,
@@ -21,7 +20,7 @@ from evals.fake_slack import (
     file_shared,
     mention,
 )
-from tests.helpers import bounded, with_documents
+from tests.helpers import bounded
 from tests.pdfs import (
     INVOICES,
     QUESTION,
@@ -41,21 +40,6 @@ WAIT_S = 20.0  # indexing embeds the document; the first question in a session w
 
 
 # --- fixtures and helpers -------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def uploads(components) -> tuple[Documents, Assistant]:
-    return with_documents(components, ADMIN)
-
-
-@pytest.fixture(scope="module")
-def documents(uploads) -> Documents:
-    return uploads[0]
-
-
-@pytest.fixture(scope="module")
-def assistant(uploads) -> Assistant:
-    return uploads[1]
 
 
 scenario = bounded(timeout_s=60)

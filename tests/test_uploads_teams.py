@@ -20,7 +20,7 @@ from core.assistant import Assistant
 from core.library import Documents, too_large
 from core.models import Asker
 from evals.fake_bot_connector import FakeBotConnector, SentActivity, file_attachment
-from tests.helpers import bounded, with_documents
+from tests.helpers import bounded
 from tests.pdfs import (
     INVOICES,
     QUESTION,
@@ -40,21 +40,6 @@ WAIT_S = 20.0  # indexing embeds the document; the first question in a session w
 
 
 # --- the bot on loopback -----------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def uploads(components) -> tuple[Documents, Assistant]:
-    return with_documents(components, ADMIN)
-
-
-@pytest.fixture(scope="module")
-def documents(uploads) -> Documents:
-    return uploads[0]
-
-
-@pytest.fixture(scope="module")
-def assistant(uploads) -> Assistant:
-    return uploads[1]
 
 
 scenario = bounded(timeout_s=60)
