@@ -4,7 +4,9 @@ Chat platforms never re-send an event that was acknowledged, so a process killed
 and the answer (OOM, crash) would leave the asker in silence. An adapter adds each question before it
 acknowledges, marks it done once the reply is posted, and answers what is still open when it starts again.
 
-Journaling must never cost an answer: every failure is logged and swallowed, and the adapter goes on.
+`add` raises when the question could not be written: the adapter must then not acknowledge it, so that the
+platform delivers it again. Every other failure is logged and swallowed: a question left open is answered
+again after a restart, which is better than not at all.
 """
 from __future__ import annotations
 
@@ -27,6 +29,10 @@ CREATE TABLE IF NOT EXISTS pending (
 """
 
 
+class JournalUnavailable(Exception):
+    """A question could not be journaled; it must not be acknowledged."""
+
+
 class PendingJournal:
     """SQLite (WAL, autocommit): a row is on disk before `add` returns, and survives the process being killed."""
 
@@ -36,17 +42,24 @@ class PendingJournal:
         self._conn: sqlite3.Connection | None = None
 
     def add(self, key: str, kind: str, payload: dict) -> None:
-        """Journal an accepted question; adding a key again (a redelivery) keeps the first entry."""
+        """Journal an accepted question, on disk when this returns; adding a key again (a redelivery) keeps
+        the first entry. Raises JournalUnavailable when it could not be written."""
         try:
             serialized = json.dumps(payload)
-        except (TypeError, ValueError):
-            logger.exception("Could not journal pending question %s: payload is not JSON", key)
-            return
-        self._write("INSERT OR IGNORE INTO pending (key, kind, payload, added_at) VALUES (?, ?, ?, ?)",
-                    (key, kind, serialized, time.time()), f"add {key}")
+            with self._lock:
+                self._connection().execute(
+                    "INSERT OR IGNORE INTO pending (key, kind, payload, added_at) VALUES (?, ?, ?, ?)",
+                    (key, kind, serialized, time.time()))
+        except (TypeError, ValueError, sqlite3.Error, OSError) as exc:
+            logger.error("Could not journal pending question %s in %s: %s", key, self.path, exc)
+            raise JournalUnavailable(str(exc)) from exc
 
     def done(self, key: str) -> None:
-        self._write("DELETE FROM pending WHERE key = ?", (key,), f"mark {key} done")
+        try:
+            with self._lock:
+                self._connection().execute("DELETE FROM pending WHERE key = ?", (key,))
+        except (sqlite3.Error, OSError):
+            logger.exception("Could not mark %s done in the pending-questions journal %s", key, self.path)
 
     def open_items(self) -> list[tuple[str, str, dict]]:
         """(key, kind, payload) of every question not marked done, oldest first."""
@@ -72,13 +85,6 @@ class PendingJournal:
                 self._conn.close()
                 self._conn = None
 
-    def _write(self, sql: str, params: tuple, doing: str) -> None:
-        try:
-            with self._lock:
-                self._connection().execute(sql, params)
-        except (sqlite3.Error, OSError):
-            logger.exception("Could not %s in the pending-questions journal %s", doing, self.path)
-
     def _connection(self) -> sqlite3.Connection:
         # Opened on first use and again after a failed open, so a disk that comes back heals the journal.
         if self._conn is None:
@@ -97,4 +103,4 @@ class PendingJournal:
         return self._conn
 
 
-__all__ = ["PendingJournal"]
+__all__ = ["JournalUnavailable", "PendingJournal"]

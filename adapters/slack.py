@@ -37,7 +37,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters.download import DownloadFailed, download
-from adapters.pending import PendingJournal
+from adapters.pending import JournalUnavailable, PendingJournal
 from adapters.slack_render import (
     FEEDBACK_DOWN,
     FEEDBACK_UP,
@@ -99,7 +99,11 @@ def build_slack_app(settings: Settings, service: AnswerService, *, documents: Do
         retry_handlers=retry_handlers,
     )
     # An empty signing secret (Socket Mode) makes every HTTP request fail verification, which is the safe side.
-    app = AsyncApp(client=client, signing_secret=settings.slack_signing_secret or "", name="gdpr-bot")
+    # process_before_response: bolt would otherwise acknowledge an event before its listener runs, so a
+    # question could be acknowledged (and never re-sent by Slack) before it is journaled. Every listener
+    # acknowledges within milliseconds and answers in the background.
+    app = AsyncApp(client=client, signing_secret=settings.slack_signing_secret or "", name="gdpr-bot",
+                   process_before_response=True)
     listeners = _Listeners(service, client, retry_handlers, documents, journal)
     listeners.register(app)
     listeners.replay()
@@ -250,6 +254,10 @@ class _RecentKeys:
             self._seen.move_to_end(key)
         return first
 
+    def forget(self, *keys: str) -> None:
+        for key in keys:
+            self._seen.pop(key, None)
+
     def _oldest(self) -> float:
         return next(iter(self._seen.values()))
 
@@ -264,6 +272,7 @@ class _Listeners:
         self._retry_handlers = retry_handlers
         self._recent = _RecentKeys()
         self._core = ThreadPoolExecutor(max_workers=CORE_THREADS, thread_name_prefix="gdpr-core")
+        self._journal_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gdpr-journal")
         # Strong references: the event loop keeps only weak ones to running tasks.
         self._tasks: set[asyncio.Task] = set()
         # `/gdpr <first word> …`: adding a subcommand is one entry here.
@@ -289,7 +298,7 @@ class _Listeners:
         await ack()
 
     async def _on_mention(self, ack: AsyncAck, body: dict, event: dict, context: AsyncBoltContext) -> None:
-        if _from_a_bot(event):
+        if _from_a_bot(event) or not _answerable_event(event):
             await ack()
             return
         if event.get("files"):
@@ -299,7 +308,7 @@ class _Listeners:
         await self._accept_question(ack, body, event, context)
 
     async def _on_message(self, ack: AsyncAck, body: dict, event: dict, context: AsyncBoltContext) -> None:
-        if _from_a_bot(event):
+        if _from_a_bot(event) or not _answerable_event(event):
             await ack()
             return
         if event.get("files"):
@@ -353,9 +362,13 @@ class _Listeners:
         if not question:
             await self._command_help(ack, command, "")
             return
+        if not isinstance(command.get("response_url"), str):
+            logger.warning("Ignoring a /gdpr command without a response_url")
+            await ack()
+            return
         # Slash commands are never redelivered, so each is a question of its own.
         key = f"command:{uuid.uuid4().hex}"
-        self._journal_add(key, "command", {"command": command, "accepted_at": time.time()})
+        await self._journal_add(key, "command", {"command": command, "accepted_at": time.time()})
         await ack()
         self._answer_command_later(key, command)
 
@@ -398,16 +411,25 @@ class _Listeners:
             return
         identity = {"team_id": context.team_id, "bot_user_id": context.bot_user_id, "bot_id": context.bot_id}
         key = _message_key(event)
-        self._journal_add(key, event["type"], {"event": event, "context": identity, "accepted_at": time.time()})
+        try:
+            await self._journal_add(key, event["type"], {"event": event, "context": identity,
+                                                         "accepted_at": time.time()})
+        except JournalUnavailable:
+            self._recent.forget(*self._delivery_keys(body, event))  # so that Slack's retry is taken
+            raise
         await ack()
         self._ask_in_thread(key, event, context)
 
     def _first_delivery(self, body: dict, event: dict) -> bool:
         """Slack retries (same event_id) and the app_mention + message pair (same channel+ts) answer once."""
+        return self._recent.claim(*self._delivery_keys(body, event))
+
+    @staticmethod
+    def _delivery_keys(body: dict, event: dict) -> list[str]:
         keys = [_message_key(event)]
         if body.get("event_id"):
             keys.append(f"event:{body['event_id']}")
-        return self._recent.claim(*keys)
+        return keys
 
     def _ask_in_thread(self, key: str, event: dict, context: AsyncBoltContext) -> None:
         # A mention is answered in a thread; a DM at the top level unless it was asked in a thread.
@@ -558,9 +580,13 @@ class _Listeners:
             await clear_progress()
 
     async def _upload_reply(self, documents: Documents, file: dict, name: str, asker: Asker) -> str:
+        # Decided before anything is downloaded: a non-admin's file is never fetched.
+        try:
+            documents.require_admin(asker)
+        except NotAllowed as exc:
+            return escape(str(exc))
         size = file.get("size")
-        # Non-admins are told they may not add documents, whatever the size, by `add` below.
-        if isinstance(size, int) and size > documents.max_bytes and documents.is_admin(asker):
+        if isinstance(size, int) and size > documents.max_bytes:
             return too_large_text(name, documents.max_bytes)
         url = file.get("url_private_download") or ""
         if not _on_slack(url, self._client.base_url):
@@ -627,28 +653,43 @@ class _Listeners:
         for key, kind, payload in self._journal.open_items():
             # Done before answering: a question that killed the process must not kill every restart too.
             self._journal.done(key)
-            age_s = time.time() - float(payload.get("accepted_at", 0))
-            max_age_s = COMMAND_REPLAY_MAX_AGE_S if kind == "command" else REPLAY_MAX_AGE_S
-            if age_s > max_age_s:
-                logger.warning("Not answering %s accepted %.0f s ago by a previous process: too old", key, age_s)
-                continue
+            try:
+                self._replay_one(key, kind, payload)
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                logger.error("Skipping journal entry %s that cannot be answered (%s: %s)", key, type(exc).__name__, exc)
+
+    def _replay_one(self, key: str, kind: str, payload: dict) -> None:
+        age_s = time.time() - float(payload.get("accepted_at", 0))
+        max_age_s = COMMAND_REPLAY_MAX_AGE_S if kind == "command" else REPLAY_MAX_AGE_S
+        if age_s > max_age_s:
+            logger.warning("Not answering %s accepted %.0f s ago by a previous process: too old", key, age_s)
+            return
+        if kind == "command":
+            if not isinstance(payload["command"]["response_url"], str):
+                raise ValueError("the command has no response_url")
             logger.info("Answering %s, accepted but never answered by a previous process", key)
-            if kind == "command":
-                self._answer_command_later(key, payload["command"])
-            else:
-                # Claimed, so a redelivery of an event the dead process never acknowledged is not answered twice.
-                self._recent.claim(key)
-                self._ask_in_thread(key, payload["event"], AsyncBoltContext(payload["context"]))
+            self._answer_command_later(key, payload["command"])
+            return
+        event = payload["event"]
+        if not _answerable_event(event):
+            raise ValueError("the event has no channel or ts")
+        logger.info("Answering %s, accepted but never answered by a previous process", key)
+        # Claimed, so a redelivery of an event the dead process never acknowledged is not answered twice.
+        self._recent.claim(key)
+        self._ask_in_thread(key, event, AsyncBoltContext(payload["context"]))
 
     async def _journaled(self, key: str, answering: Awaitable[None]) -> None:
         """`answering`, then the question is done: cancelled or failed, it stays open for the next start."""
         await answering
         if self._journal is not None:
-            self._journal.done(key)
+            await asyncio.get_running_loop().run_in_executor(self._journal_thread, self._journal.done, key)
 
-    def _journal_add(self, key: str, kind: str, payload: dict) -> None:
+    async def _journal_add(self, key: str, kind: str, payload: dict) -> None:
+        """On disk when this returns (raises JournalUnavailable otherwise), written on a thread of its own so
+        that a slow disk holds up neither the event loop nor the core's threads."""
         if self._journal is not None:
-            self._journal.add(key, kind, payload)
+            await asyncio.get_running_loop().run_in_executor(
+                self._journal_thread, partial(self._journal.add, key, kind, payload))
 
     # --- plumbing ----------------------------------------------------------------------------------------------
 
@@ -672,6 +713,15 @@ def _from_a_bot(event: dict) -> bool:
 
 def _mentions(event: dict, bot_user_id: str | None) -> bool:
     return bot_user_id is not None and f"<@{bot_user_id}>" in (event.get("text") or "")
+
+
+def _answerable_event(event: dict) -> bool:
+    """Whether the event says where it was asked. One without a channel and ts has nowhere to be answered:
+    it is acknowledged (so that Slack does not send it again) and never journaled."""
+    answerable = isinstance(event.get("channel"), str) and bool(event["channel"]) and isinstance(event.get("ts"), str)
+    if not answerable:
+        logger.warning("Ignoring a %s event without channel or ts", event.get("type"))
+    return answerable
 
 
 def _message_key(event: dict) -> str:

@@ -200,6 +200,8 @@ class GdprTeamsBot(ActivityHandler):
         if self._documents is None:
             return UPLOADS_DISABLED
         try:
+            # Decided before anything is downloaded: a non-admin's file is never fetched.
+            self._documents.require_admin(asker)
             data = await _download(file.download_url, self._documents.max_bytes + 1)
             record = await asyncio.to_thread(self._documents.add, data, file.name, asker=asker)
         except DownloadFailed as exc:

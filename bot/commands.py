@@ -5,7 +5,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from bot.settings import Settings, SettingsError
 from core.embedding import ModelLoadError
@@ -42,30 +42,47 @@ def render_text(answer: Answer) -> str:
     return "\n".join(lines)
 
 
-def _answer_lines(components: Components, questions: Iterable[str], as_json: bool) -> int:
-    service = components.service
+class _NotText(ValueError):
+    """A line of stdin that is not UTF-8 text: reported, and the batch goes on."""
+
+
+def _stdin_lines() -> Iterator[str | _NotText]:
+    for number, raw in enumerate(sys.stdin.buffer, 1):
+        try:
+            yield raw.decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError:
+            yield _NotText(f"line {number} is not UTF-8 text; skipped")
+
+
+def _answer_lines(components: Components, questions: Iterable[str | _NotText], as_json: bool) -> int:
+    # The terminal is the operator's: every line is answered, in order, without fair-use limits.
+    service = components.operator_service
     asker = Asker(platform="cli", user=os.environ.get("USER"))
     for question in questions:
+        if isinstance(question, _NotText):
+            print(json.dumps({"question": None, "error": str(question)}) if as_json else str(question), flush=True)
+            continue
         if not question.strip():
             continue
         try:
             answer = service.ask(question, asker=asker)
         except QuestionRejected as exc:
-            print(json.dumps({"question": question, "error": str(exc)}) if as_json else str(exc), flush=True)
+            print(json.dumps({"question": question, "error": str(exc)}, ensure_ascii=False) if as_json else str(exc),
+                  flush=True)
             continue
         print(json.dumps(answer.to_json(), ensure_ascii=False) if as_json else render_text(answer) + "\n", flush=True)
     return 0
 
 
 def ask(args, components: Components) -> int:
-    questions = [args.question] if args.question is not None else (line.rstrip("\n") for line in sys.stdin)
     if args.question is not None and not args.question.strip():
         raise UserError("the question is empty")
-    return _answer_lines(components, questions, args.json)
+    components.prepare()
+    return _answer_lines(components, [args.question] if args.question is not None else _stdin_lines(), args.json)
 
 
 def chat(args, components: Components) -> int:
-    service = components.service
+    service = components.operator_service
     asker = Asker(platform="cli", user=os.environ.get("USER"))
     history: list[Turn] = []
     print("Ask about the GDPR (empty line or Ctrl-D to quit).")
@@ -96,7 +113,7 @@ def run(args, components: Components) -> int:
         return teams(args, components)
     if sys.stdin.isatty():
         return chat(args, components)
-    return _answer_lines(components, (line.rstrip("\n") for line in sys.stdin), as_json=False)
+    return _answer_lines(components, _stdin_lines(), as_json=False)
 
 
 def slack(args, components: Components) -> int:
@@ -124,7 +141,9 @@ def teams(args, components: Components) -> int:
 def index(args, components: Components) -> int:
     store = components.store
     dense = components.dense_index(rebuild=args.rebuild, progress=True)
-    print(f"Index ready: {len(store.ids)} provisions, {dense.size} vectors, model {components.embedder.model_id}")
+    components.lexical_indexes(rebuild=args.rebuild, progress=True)
+    print(f"Index ready: {len(store.ids)} provisions in {len(store.languages)} languages, {dense.size} vectors, "
+          f"model {components.embedder.model_id}")
     return 0
 
 

@@ -20,7 +20,7 @@ from core.metrics import Metrics
 from core.provisions import ProvisionStore
 from core.rerank import CrossEncoderReranker, FusedOrder, Reranker
 from core.retrieval import RetrievalConfig, Retriever
-from corpus import GUIDES_DIR, LANGUAGES, corpus_file, load_guides
+from corpus import GUIDES_DIR, LANGUAGES, guide_files, is_current, load_guides
 
 log = logging.getLogger(__name__)
 
@@ -42,11 +42,11 @@ def selected_languages(settings: Settings) -> tuple[str, ...]:
 
 
 def ensure_corpus(settings: Settings) -> Path:
-    """Build the provision corpus into the data dir when it is not there yet."""
+    """Build the provision corpus into the data dir when it is not there yet, or was built by an older version."""
     from corpus.build_gdpr_corpus import main as build_corpus
 
     languages = sorted(set(selected_languages(settings)) | {"en"})
-    if all(corpus_file(settings.corpus_dir, lang).exists() for lang in languages):
+    if is_current(settings.corpus_dir, languages):
         return settings.corpus_dir
     log.info("Building the provision corpus into %s", settings.corpus_dir)
     argv = ["--out", str(settings.corpus_dir), "--lang", ",".join(languages)]
@@ -100,10 +100,21 @@ class Components:
             log.info("Embedded %d entries of the Regulation into %s", len(self.dense_entries), index.name)
         return index
 
+    def lexical_indexes(self, *, rebuild: bool = False, progress: bool = False) -> LexicalIndexes:
+        def languages(langs):
+            if not progress:
+                return iter(langs)
+            from tqdm import tqdm
+
+            return tqdm(langs, unit="language", desc="BM25 indexes")
+
+        return LexicalIndexes.open(self.store, guide_files, load_guides, self.settings.index_dir / "lexical",
+                                   rebuild=rebuild, progress=languages)
+
     @cached_property
     def retriever(self) -> Retriever:
-        lexical = LexicalIndexes(self.store, load_guides)
-        retriever = Retriever(self.store, self.dense_index(), self.embedder, self.reranker, RetrievalConfig(), lexical)
+        retriever = Retriever(self.store, self.dense_index(), self.embedder, self.reranker, RetrievalConfig(),
+                              self.lexical_indexes())
         retriever.warm_up()
         return retriever
 
@@ -137,10 +148,17 @@ class Components:
 
     @cached_property
     def service(self) -> Assistant:
+        """For the shared chat platforms: fair-use limits per user and workspace."""
         s = self.settings
         fair_use = FairUse(s.user_rate_per_min, s.user_burst, s.workspace_rate_per_min, s.workspace_burst)
         return Assistant(self.retriever, self.generator, audit=self.audit, fair_use=fair_use, metrics=self.metrics,
                          documents=self.documents, max_question_chars=s.max_question_chars)
+
+    @cached_property
+    def operator_service(self) -> Assistant:
+        """For the terminal: the operator's own machine, so no fair-use limits; answers are still audited."""
+        return Assistant(self.retriever, self.generator, audit=self.audit, metrics=self.metrics,
+                         max_question_chars=self.settings.max_question_chars)
 
     @cached_property
     def documents(self) -> Documents:

@@ -260,5 +260,5 @@ class DocumentLibrary:
     def _lexical(self, shelf: _Shelf, lang: str) -> LexicalIndex:
         index = shelf.lexical.get(lang)
         if index is None:
-            index = shelf.lexical[lang] = LexicalIndex([c.indexed_text for _, c in shelf.rows], lang)
+            index = shelf.lexical[lang] = LexicalIndex.build([c.indexed_text for _, c in shelf.rows], lang)
         return index

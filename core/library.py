@@ -46,9 +46,15 @@ class Documents:
     def is_admin(self, asker: Asker) -> bool:
         return bool(asker.user) and asker.user in self.admins
 
+    def require_admin(self, asker: Asker, action: str = "add documents") -> None:
+        """Raises NotAllowed unless the asker may add (or remove) documents: checked before any download."""
+        if not self.is_admin(asker):
+            raise NotAllowed(f"Sorry, only the bot's admins can {action}. Ask one of them, or your IT team, "
+                             "to add you to GDPRBOT_ADMINS.")
+
     def add(self, data: bytes, filename: str, *, asker: Asker) -> DocumentRecord:
         """Index a PDF for the asker's workspace. Raises NotAllowed or DocumentRejected (nothing indexed)."""
-        self._require_admin(asker, "add documents")
+        self.require_admin(asker)
         document = ingest_pdf(data, filename, max_bytes=self.max_bytes, max_pages=self.max_pages)
         return self.library.add(_scope(asker), document, uploader=asker.user or "", upload_id=uuid.uuid4().hex[:12])
 
@@ -56,13 +62,8 @@ class Documents:
         return self.library.list(_scope(asker))
 
     def forget(self, filename: str, *, asker: Asker) -> DocumentRecord | None:
-        self._require_admin(asker, "remove documents")
+        self.require_admin(asker, "remove documents")
         return self.library.forget(_scope(asker), filename)
 
     def search(self, query: str, asker: Asker, k: int, min_similarity: float):
         return self.library.search(_scope(asker), query, k, min_similarity)
-
-    def _require_admin(self, asker: Asker, action: str) -> None:
-        if not self.is_admin(asker):
-            raise NotAllowed(f"Sorry, only the bot's admins can {action}. Ask one of them, or your IT team, "
-                             "to add you to GDPRBOT_ADMINS.")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 import threading
 import unicodedata
+from functools import lru_cache
 
 import snowballstemmer
 
@@ -15,6 +16,9 @@ _SNOWBALL = {
     "it": "italian", "lt": "lithuanian", "nl": "dutch", "pl": "polish", "pt": "portuguese", "ro": "romanian",
     "sv": "swedish",
 }
+
+# Bumped whenever tokenize() or char_ngrams() change what they return, so stored BM25 indexes are rebuilt.
+TOKENIZER_VERSION = 1
 
 _QUOTES = str.maketrans({
     "‘": "'", "’": "'", "‚": "'", "‛": "'", "′": "'", "“": '"', "”": '"', "„": '"', "‟": '"',
@@ -94,6 +98,12 @@ def _stemmer(lang: str):
     return stemmers[lang]
 
 
+@lru_cache(maxsize=65536)
+def _stem(lang: str, word: str) -> str:
+    """Memoised: a language has a few thousand distinct words, and Snowball costs ~20 µs per call."""
+    return _stemmer(lang).stemWord(word)
+
+
 def _reference_token(article: str, paragraph: str | None) -> list[str]:
     tokens = [f"art{int(article)}"]
     if paragraph:
@@ -115,9 +125,8 @@ def tokenize(text: str, lang: str = "en") -> list[str]:
     text = _BARE_REFERENCE.sub(take_reference, text)
     text = _GROUPED_NUMBER.sub(lambda m: " " + re.sub(r"\D", "", m.group(0)) + " ", text)
     words = [w for w in _WORD.findall(text.lower())]
-    stemmer = _stemmer(lang)
-    if stemmer is not None:
-        words = stemmer.stemWords(words)
+    if _SNOWBALL.get(lang):
+        words = [_stem(lang, w) for w in words]
     tokens.extend(strip_accents(w) for w in words)
     return tokens
 

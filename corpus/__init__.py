@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 
 from core.models import Provision
@@ -15,10 +16,25 @@ LANGUAGES: tuple[str, ...] = (
     "hu", "it", "lt", "lv", "mt", "nl", "pl", "pt", "ro", "sk", "sl", "sv",
 )
 BUILD_COMMAND = "python -m corpus.build_gdpr_corpus"
+# Bumped whenever what the builder writes changes (fields, rendering, links), so that a corpus built by an
+# older version is rebuilt rather than served. 2: links to the paragraph's EUR-Lex anchor.
+CORPUS_VERSION = "2"
 
 
 def corpus_file(corpus_dir: Path, lang: str) -> Path:
     return Path(corpus_dir) / f"gdpr_{lang}.jsonl"
+
+
+def version_file(corpus_dir: Path) -> Path:
+    """Written by the builder after the language files: the CORPUS_VERSION they were built by."""
+    return Path(corpus_dir) / "VERSION"
+
+
+def is_current(corpus_dir: Path, langs: Iterable[str]) -> bool:
+    """Whether the corpus of `langs` is built, and by this version of the builder."""
+    version = version_file(corpus_dir)
+    return (version.is_file() and version.read_text("utf-8").strip() == CORPUS_VERSION
+            and all(corpus_file(corpus_dir, lang).is_file() for lang in langs))
 
 
 def load_corpus(lang: str, corpus_dir: Path) -> list[Provision]:
@@ -36,12 +52,17 @@ def load_corpus(lang: str, corpus_dir: Path) -> list[Provision]:
 GUIDES_DIR = Path(__file__).parent / "guides"
 
 
+def guide_files(lang: str, guides_dir: Path = GUIDES_DIR) -> list[Path]:
+    """The files that hold the guide of `lang`, in the order `load_guides` merges them."""
+    return sorted(Path(guides_dir).glob(f"{lang}_*.jsonl"))
+
+
 def load_guides(lang: str = "en", guides_dir: Path = GUIDES_DIR) -> dict[str, list[str]]:
     """The curated plain-language guide per provision id, merged from every `<lang>_*.jsonl` file:
     what it says and what people ask when they need it, in everyday and in legal words. Search-only:
     it helps find a provision and is never quoted or cited."""
     guides: dict[str, list[str]] = {}
-    for path in sorted(Path(guides_dir).glob(f"{lang}_*.jsonl")):
+    for path in guide_files(lang, guides_dir):
         with path.open(encoding="utf-8") as lines:
             for n, line in enumerate(lines, 1):
                 if not line.strip():
@@ -55,4 +76,5 @@ def load_guides(lang: str = "en", guides_dir: Path = GUIDES_DIR) -> dict[str, li
     return guides
 
 
-__all__ = ["BUILD_COMMAND", "GUIDES_DIR", "LANGUAGES", "corpus_file", "load_corpus", "load_guides"]
+__all__ = ["BUILD_COMMAND", "CORPUS_VERSION", "GUIDES_DIR", "LANGUAGES", "corpus_file", "guide_files", "is_current",
+           "load_corpus", "load_guides", "version_file"]

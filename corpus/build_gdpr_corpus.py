@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from core.models import Provision
-from corpus import BUILD_COMMAND, LANGUAGES, corpus_file
+from corpus import BUILD_COMMAND, CORPUS_VERSION, LANGUAGES, corpus_file, version_file
 from corpus.formex import DEFINITIONS_ARTICLE, FormexError, ParsedAct, parse_consolidated
 from corpus.formex_download import CELLAR_URL, DownloadError, fetch_consolidated
 
@@ -250,6 +250,9 @@ def write_all(files: dict[str, bytes], out: Path) -> None:
             (staging / targets[lang].name).write_bytes(content)
         for target in targets.values():
             os.replace(staging / target.name, target)
+        # Last: the version marks the files as complete and current.
+        (staging / "VERSION").write_text(CORPUS_VERSION + "\n", "utf-8")
+        os.replace(staging / "VERSION", version_file(out))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
@@ -259,6 +262,9 @@ def differing_file(files: dict[str, bytes], out: Path) -> Path | None:
         target = corpus_file(out, lang)
         if not target.is_file() or target.read_bytes() != content:
             return target
+    version = version_file(out)
+    if not version.is_file() or version.read_text("utf-8").strip() != CORPUS_VERSION:
+        return version
     return None
 
 

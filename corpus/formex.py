@@ -27,7 +27,14 @@ from lxml import etree
 from core.models import Provision
 
 DEFINITIONS_ARTICLE = 4
-EURLEX_URL = "https://eur-lex.europa.eu/legal-content/{lang}/TXT/HTML/?uri=CELEX:32016R0679#art_{article}"
+EURLEX_URL = "https://eur-lex.europa.eu/legal-content/{lang}/TXT/HTML/?uri=CELEX:32016R0679#{anchor}"
+
+
+def eurlex_url(lang: str, article: int, paragraph: int | None) -> str:
+    """The provision on EUR-Lex in `lang`: the paragraph's own anchor ("033.001" = Art. 33(1)) where the
+    article has numbered paragraphs, else the article ("art_10"; Art. 4's definitions have no anchors)."""
+    anchor = f"{article:03d}.{paragraph:03d}" if paragraph is not None else f"art_{article}"
+    return EURLEX_URL.format(lang=lang.upper(), anchor=anchor)
 
 # Elements printed on a line of their own: they need a space around them once flattened; the
 # rest (HT, DATE, QUOT.*, ...) is inline and must not gain one.
@@ -133,7 +140,7 @@ def _article_provisions(article: etree._Element, lang: str, chapter: str, sectio
     def provision(paragraph: str | None, text: str, labels: tuple[str, ...]
                   ) -> tuple[Provision, tuple[str, ...]]:
         ident = f"Art. {number}" if paragraph is None else f"Art. {number}({paragraph})"
-        url = EURLEX_URL.format(lang=lang.upper(), article=number)
+        url = eurlex_url(lang, number, None if paragraph is None or number == DEFINITIONS_ARTICLE else int(paragraph))
         return Provision(ident, number, paragraph, lang, title, chapter, section, text, url), labels
 
     if number == DEFINITIONS_ARTICLE:

@@ -1,4 +1,9 @@
-"""Measurement harness: `python -m evals.run_eval {retrieval,latency,abstention,citations,answers,slack-load}`."""
+"""Measurement harness: `python -m evals.run_eval COMMAND` (see `--help`); every figure in the README comes from here.
+
+Question-based commands read the committed sets in `evals/data/` (and the outside set in
+`../shared/evalsets/`, reported on its own); `--limit N` takes the first N questions of each set, for a
+quick run or a smoke test.
+"""
 from __future__ import annotations
 
 import argparse
@@ -10,33 +15,21 @@ from pathlib import Path
 from bot.settings import load_settings
 from bot.wiring import Components
 from core.embedding import quiet_model_loading
-from core.retrieval import ENGLISH, OTHER_LANGUAGES, RetrievalConfig, Retriever
-from evals.metrics import DEFAULT_QUESTIONS, load_questions, rank_of, summarise
+from core.retrieval import ENGLISH, OTHER_LANGUAGES
+from evals import retrieval as retrieval_eval
+from evals.metrics import ABSTENTION_SET, RETRIEVAL_SETS, Question, load_questions
 
 
-def evaluate_retrieval(retriever: Retriever, questions, k: int) -> dict:
-    answerable = [q for q in questions if q.answerable]
-    per_question = []
-    for q in answerable:
-        ranked = [p.source_id for p in retriever.run(q.question, k=max(k, 10)).passages]
-        per_question.append({"id": q.id, "lang": q.lang, "expected": list(q.expected), "ranked": ranked[:10],
-                             "rank": rank_of(q.expected, ranked)})
-    by_lang = {}
-    for lang in sorted({row["lang"] for row in per_question}):
-        by_lang[lang] = summarise([r["rank"] for r in per_question if r["lang"] == lang], k)
-    overall = summarise([r["rank"] for r in per_question], k)
-    return {**overall, "k": k, "by_lang": by_lang, "per_question": per_question}
-
-
-def _print_retrieval(result: dict) -> None:
-    for row in result["per_question"]:
-        mark = "ok " if row["rank"] == 1 else ("   " if row["rank"] else "MISS")
-        print(f"{mark} {row['id']:<8} rank={row['rank']!s:<4} expected={','.join(row['expected'])} top={', '.join(row['ranked'][:3])}")
-    print()
-    print(f"{'lang':<6}{'n':>4}{'hit@1':>8}{'recall@' + str(result['k']):>10}{'MRR':>7}")
-    for lang, m in result["by_lang"].items():
-        print(f"{lang:<6}{m['n']:>4}{m['hit_at_1']:>8.3f}{m['recall_at_k']:>10.3f}{m['mrr']:>7.3f}")
-    print(f"{'all':<6}{result['n']:>4}{result['hit_at_1']:>8.3f}{result['recall_at_k']:>10.3f}{result['mrr']:>7.3f}")
+def _sets(args) -> dict[str, list[Question]]:
+    """The question sets a command runs on: `--questions FILE`, else the named `--set`s that exist."""
+    if getattr(args, "questions", None):
+        chosen = {args.questions.stem: args.questions}
+    else:
+        chosen = {name: path for name, path in RETRIEVAL_SETS.items() if name in (args.set or RETRIEVAL_SETS)}
+    missing = [str(path) for name, path in chosen.items() if not path.is_file() and name != "outside"]
+    if missing:
+        raise SystemExit(f"error: question set(s) not found: {', '.join(missing)}")
+    return {name: load_questions(path)[: args.limit] for name, path in chosen.items() if path.is_file()}
 
 
 def _both(**change) -> dict:
@@ -60,42 +53,42 @@ SWEEP = {
 
 
 def cmd_retrieval(args, components: Components) -> int:
-    questions = load_questions(args.questions)
+    sets = _sets(args)
     retriever = components.retriever
     if args.sweep:
-        rows = {}
-        for name, change in SWEEP.items():
-            result = evaluate_retrieval(retriever.with_config(replace(RetrievalConfig(), **change)), questions, args.k)
-            en = result["by_lang"].get("en", {})
-            other = summarise([r["rank"] for r in result["per_question"] if r["lang"] != "en"], args.k)
-            rows[name] = {"all": {k: result[k] for k in ("hit_at_1", "recall_at_k", "mrr")}, "en": en, "other": other}
-        if args.json:
-            print(json.dumps(rows, indent=2))
-        else:
-            print(f"{'configuration':<18}{'EN hit@1':>9}{'EN R@' + str(args.k):>8}{'EN MRR':>8}{'other hit@1':>13}{'other MRR':>11}")
-            for name, row in rows.items():
-                print(f"{name:<18}{row['en']['hit_at_1']:>9.3f}{row['en']['recall_at_k']:>8.3f}{row['en']['mrr']:>8.3f}"
-                      f"{row['other']['hit_at_1']:>13.3f}{row['other']['mrr']:>11.3f}")
+        table = retrieval_eval.sweep(retriever, sets, SWEEP, args.k, args.split)
+        print(json.dumps(table) if args.json else "", end="\n" if args.json else "")
+        if not args.json:
+            print(f"split: {args.split}")
+            retrieval_eval.print_sweep(table, args.k)
         return 0
-    result = evaluate_retrieval(retriever, questions, args.k)
+    result = retrieval_eval.report({name: retrieval_eval.ranks(retriever, qs) for name, qs in sets.items()}, args.k)
     if args.json:
-        print(json.dumps(result, ensure_ascii=False))
+        print(retrieval_eval.dumps(result))
     else:
-        _print_retrieval(result)
+        retrieval_eval.print_report(result)
     return 0
 
 
 def cmd_latency(args, components: Components) -> int:
     from evals.latency import measure
 
-    result = measure(components, load_questions(args.questions), rounds=args.rounds)
-    print(json.dumps(result, indent=None if args.json else 2))
+    questions = [q for qs in _sets(args).values() for q in qs]
+    print(json.dumps(measure(components, questions, rounds=args.rounds), indent=None if args.json else 2))
+    return 0
+
+
+def cmd_memory(args, components: Components) -> int:
+    from evals import memory
+
+    questions = [q for name in ("en", "languages") for q in _sets(args).get(name, ())]
+    print(json.dumps(memory.measure(questions, n=args.n, rounds=args.rounds), indent=None if args.json else 2))
     return 0
 
 
 def evaluate_abstention(service, questions) -> dict:
-    answerable = [q for q in questions if q.answerable]
-    unanswerable = [q for q in questions if not q.answerable]
+    answerable = [q for q in questions if q.is_answerable]
+    unanswerable = [q for q in questions if not q.is_answerable]
     wrongly_refused = [q.id for q in answerable if service.ask(q.question).abstained]
     missed = [q.id for q in unanswerable if not service.ask(q.question).abstained]
     return {"n_unanswerable": len(unanswerable), "abstained_unanswerable": 1 - len(missed) / max(1, len(unanswerable)),
@@ -111,22 +104,21 @@ def unlimited_service(components: Components):
 
 
 def cmd_abstention(args, components: Components) -> int:
-    result = evaluate_abstention(unlimited_service(components), load_questions(args.questions))
+    questions = load_questions(args.questions or ABSTENTION_SET)[: args.limit]
+    result = evaluate_abstention(unlimited_service(components), questions)
     if args.json:
         print(json.dumps(result))
     else:
-        print(f"unanswerable abstained: {result['abstained_unanswerable']:.3f} of {result['n_unanswerable']}"
-              f"  (answered: {', '.join(result['answered_unanswerable_ids']) or 'none'})")
-        print(f"answerable refused:     {result['abstained_answerable']:.3f} of {result['n_answerable']}"
-              f"  (refused: {', '.join(result['refused_answerable_ids']) or 'none'})")
+        print(f"unanswerable abstained: {result['abstained_unanswerable']:.3f} of {result['n_unanswerable']}")
+        print(f"answerable refused:     {result['abstained_answerable']:.3f} of {result['n_answerable']}")
     return 0
 
 
 def cmd_citations(args, components: Components) -> int:
     from evals.citations import evaluate_citations
 
-    result = evaluate_citations(components, load_questions(args.questions))
-    print(json.dumps(result, indent=None if args.json else 2))
+    questions = load_questions(args.questions or ABSTENTION_SET)[: args.limit]
+    print(json.dumps(evaluate_citations(components, questions), indent=None if args.json else 2))
     return 0
 
 
@@ -134,7 +126,7 @@ def cmd_answers(args, components: Components) -> int:
     if not components.settings.groq_api_key:
         print("GROQ_API_KEY is not set: the LLM mode was not run. Set it (and optionally GROQ_MODEL) to measure it.")
         return 0
-    questions = load_questions(args.questions)[: args.limit]
+    questions = load_questions(args.questions or ABSTENTION_SET)[: args.limit or 40]
     result = evaluate_abstention(unlimited_service(components), questions)
     result["mode"] = components.generator.mode
     print(json.dumps(result, indent=2))
@@ -163,19 +155,29 @@ def cmd_documents(args, components: Components) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m evals.run_eval", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m evals.run_eval", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    retrieval = commands.add_parser("retrieval", help="hit@1, recall@k and MRR on a questions file")
+    retrieval = commands.add_parser("retrieval", help="hit@1, recall@k and MRR per set, split and language")
     retrieval.add_argument("--k", type=int, default=5)
-    retrieval.add_argument("--sweep", action="store_true", help="compare fusion/vocabulary/title configurations")
+    retrieval.add_argument("--set", action="append", choices=sorted(RETRIEVAL_SETS),
+                           help="a set to run (repeatable; default: all)")
+    retrieval.add_argument("--sweep", action="store_true", help="compare configurations: what each mechanism is worth")
+    retrieval.add_argument("--split", default="dev", choices=("dev", "test", "all"),
+                           help="the split --sweep reports (default dev: configurations are chosen there)")
     latency = commands.add_parser("latency", help="retrieval p50/p95, index build and warm start, peak RSS")
     latency.add_argument("--rounds", type=int, default=3)
-    abstention = commands.add_parser("abstention", help="share of unanswerable abstained, answerable refused")
+    latency.add_argument("--set", action="append", choices=sorted(RETRIEVAL_SETS))
+    memory = commands.add_parser("memory", help="peak RSS and start-up of `python -m bot ask`: one question, a batch in "
+                                                "every language")
+    memory.add_argument("--n", type=int, default=300, help="questions in the batch (default 300)")
+    memory.add_argument("--rounds", type=int, default=3, help="runs of the one-question and start-up measures")
+    memory.add_argument("--set", action="append", choices=sorted(RETRIEVAL_SETS))
+    abstention = commands.add_parser("abstention", help="share of unanswerable declined, answerable refused")
     citations = commands.add_parser("citations", help="verbatim and retrieved shares, extractive and adversarial LLM")
     answers = commands.add_parser("answers", help="the LLM mode end to end (needs GROQ_API_KEY)")
-    answers.add_argument("--limit", type=int, default=40)
-    for sub in (retrieval, latency, abstention, citations, answers):
-        sub.add_argument("--questions", type=Path, default=DEFAULT_QUESTIONS)
+    for sub in (retrieval, latency, memory, abstention, citations, answers):
+        sub.add_argument("--questions", type=Path, help="a questions file instead of the committed sets")
+        sub.add_argument("--limit", type=int, help="only the first N questions of each set")
         sub.add_argument("--json", action="store_true")
     from evals import slack_load
 
@@ -189,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     quiet_model_loading()
     components = Components(load_settings())
     handlers = {"retrieval": cmd_retrieval, "latency": cmd_latency, "abstention": cmd_abstention,
-                "citations": cmd_citations, "answers": cmd_answers, "slack-load": cmd_slack_load,
+                "citations": cmd_citations, "memory": cmd_memory, "answers": cmd_answers, "slack-load": cmd_slack_load,
                 "ops-load": cmd_ops_load, "documents": cmd_documents}
     return handlers[args.command](args, components)
 

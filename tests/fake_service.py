@@ -15,7 +15,7 @@ ART_33_1 = (
     "supervisory authority competent in accordance with Article 55, unless the personal data breach is "
     "unlikely to result in a risk to the rights and freedoms of natural persons."
 )
-ART_33_1_URL = "https://eur-lex.europa.eu/legal-content/EN/TXT/HTML/?uri=CELEX:32016R0679#art_33"
+ART_33_1_URL = "https://eur-lex.europa.eu/legal-content/EN/TXT/HTML/?uri=CELEX:32016R0679#033.001"
 
 
 @dataclass

@@ -48,3 +48,25 @@ def test_every_cli_answer_lands_in_the_audit_trail(components, data_dir):
     exported = run(["audit", "--csv"], data_dir)
     assert exported.returncode == 0
     assert "What is a controller?" in exported.stdout and ",cli," in exported.stdout
+
+
+def test_a_batch_of_500_piped_questions_is_answered_in_full_and_in_order(components, data_dir):
+    components.prepare()
+    topics = ("a personal data breach", "the right to erasure", "consent", "a data protection officer", "fines")
+    questions = [f"Question {n}: what does the GDPR say about {topics[n % len(topics)]}?" for n in range(500)]
+    result = run(["ask", "--json"], data_dir, stdin="\n".join(questions) + "\n")
+    assert result.returncode == 0, result.stderr
+    answers = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [a["question"] for a in answers] == questions
+    assert not [a for a in answers if "error" in a]  # no fair-use refusal: the terminal is the operator's
+
+
+def test_a_line_that_is_not_utf8_is_reported_and_the_batch_goes_on(components, data_dir):
+    components.prepare()
+    stdin = "What is a controller?\n".encode() + b"\xff\xfe broken\n" + "What is a processor?\n".encode()
+    result = subprocess.run([sys.executable, "-m", "bot", "ask", "--json"], cwd=REPO, input=stdin, capture_output=True,
+                            timeout=240, env={**os.environ, "HF_HUB_OFFLINE": "1", "GDPRBOT_DATA_DIR": str(data_dir)})
+    assert result.returncode == 0
+    first, broken, last = [json.loads(line) for line in result.stdout.splitlines()]
+    assert first["citations"][0]["provision"] == "Art. 4(7)" and last["citations"][0]["provision"] == "Art. 4(8)"
+    assert broken == {"question": None, "error": "line 2 is not UTF-8 text; skipped"}

@@ -19,7 +19,7 @@ from lxml import html
 
 import corpus.build_gdpr_corpus as builder
 import corpus.formex_download as downloader
-from corpus import LANGUAGES, load_corpus
+from corpus import CORPUS_VERSION, LANGUAGES, load_corpus
 from corpus.formex import parse_consolidated
 
 SOURCE = builder.DEFAULT_SOURCE
@@ -65,8 +65,9 @@ def provisions(out):
 
 def test_builds_24_files_of_414_provisions_quickly(built):
     out, seconds = built
-    files = sorted(p.name for p in out.iterdir())
+    files = sorted(p.name for p in out.iterdir() if p.suffix == ".jsonl")
     assert files == [f"gdpr_{lang}.jsonl" for lang in LANGUAGES]
+    assert (out / "VERSION").read_text().strip() == CORPUS_VERSION
     for name in files:
         assert len((out / name).read_text(encoding="utf-8").splitlines()) == 414
     assert seconds < 20
@@ -129,8 +130,33 @@ def test_art_33_1_record(provisions):
     assert p.title == "Notification of a personal data breach to the supervisory authority"
     assert p.chapter == "Chapter IV — Controller and processor"
     assert p.section == "Section 2 — Security of personal data"
-    assert p.url == "https://eur-lex.europa.eu/legal-content/EN/TXT/HTML/?uri=CELEX:32016R0679#art_33"
-    assert provisions["de"]["Art. 33(1)"].url.endswith("/DE/TXT/HTML/?uri=CELEX:32016R0679#art_33")
+    assert p.url == "https://eur-lex.europa.eu/legal-content/EN/TXT/HTML/?uri=CELEX:32016R0679#033.001"
+    assert provisions["de"]["Art. 33(1)"].url.endswith("/DE/TXT/HTML/?uri=CELEX:32016R0679#033.001")
+
+
+def _anchors_of(html_file: Path) -> set[str]:
+    return set(re.findall(r'\bid="([^"]+)"', html_file.read_text(encoding="utf-8", errors="replace")))
+
+
+@pytest.mark.parametrize("lang, html_file", [("en", "32016R0679_EN_eurlex.html"), ("fr", "32016R0679_FR_eurlex-browser-saved.html"),
+                                             ("da", "32016R0679_DA_eurlex.html")])
+def test_every_link_lands_on_its_paragraph_or_article_in_the_eurlex_html(provisions, lang, html_file):
+    anchors = _anchors_of(SOURCE / "eurlex-html" / html_file)
+    for p in provisions[lang].values():
+        anchor = p.url.rsplit("#", 1)[1]
+        assert anchor in anchors, (p.id, anchor)
+        expected = f"{p.article:03d}.{int(p.paragraph):03d}" if p.paragraph and p.article != 4 else f"art_{p.article}"
+        assert anchor == expected, p.id
+
+
+def test_paragraph_anchors_exist_in_every_language_of_the_official_journal(provisions):
+    # EUR-Lex renders its HTML from the OJ Formex, whose PARAG identifiers are the paragraph anchors.
+    for lang in LANGUAGES:
+        formex = (SOURCE / "formex" / "oj-2016-L119" / f"L_2016119{lang.upper()}.01000101.xml").read_text("utf-8")
+        paragraphs = set(re.findall(r'<PARAG IDENTIFIER="(\d{3}\.\d{3})"', formex))
+        linked = {p.url.rsplit("#", 1)[1] for p in provisions[lang].values() if "#art_" not in p.url}
+        assert linked == paragraphs and len(linked) == 372, lang
+        assert all(p.url.startswith(f"https://eur-lex.europa.eu/legal-content/{lang.upper()}/") for p in provisions[lang].values())
 
 
 def test_numbers_are_grouped_as_printed(provisions):
@@ -425,4 +451,4 @@ def test_the_act_is_picked_out_of_a_formex_package():
 def test_parser_is_pure_and_language_tagged():
     act = parse_consolidated(builder.source_file(SOURCE, "ga").read_bytes(), "ga")
     assert {p.lang for p in act.provisions} == {"ga"}
-    assert act.provisions[0].url.endswith("/GA/TXT/HTML/?uri=CELEX:32016R0679#art_1")
+    assert act.provisions[0].url.endswith("/GA/TXT/HTML/?uri=CELEX:32016R0679#001.001")

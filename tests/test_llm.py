@@ -32,7 +32,7 @@ def test_a_good_answer_keeps_its_verified_citation(ask):
     answer, llm, _ = ask([Reply.json(GOOD)])
     assert not answer.abstained and answer.mode == "llm" and answer.notice is None
     assert [c.label for c in answer.citations] == ["Art. 33(1)"]
-    assert answer.citations[0].url.endswith("#art_33")
+    assert answer.citations[0].url.endswith("#033.001")
     prompt = llm.requests[0]["messages"]
     assert "Never answer from your own knowledge" in prompt[0]["content"]
     assert "source id: Art. 33(1)" in prompt[1]["content"]

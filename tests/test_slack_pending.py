@@ -7,7 +7,9 @@ import threading
 import time
 from urllib.parse import parse_qsl
 
-from adapters.pending import PendingJournal
+import pytest
+
+from adapters.pending import JournalUnavailable, PendingJournal
 from evals.fake_slack import (
     BOT_ID,
     BOT_USER_ID,
@@ -17,6 +19,7 @@ from evals.fake_slack import (
     command_body,
     event_body,
     mention,
+    sign,
 )
 from tests.fake_service import FakeAnswerService
 from tests.helpers import bounded
@@ -67,15 +70,17 @@ def test_open_items_survive_a_new_process(tmp_path):
     assert PendingJournal(path).open_items() == [("a", "app_mention", {"event": {"ts": "1.1"}})]
 
 
-def test_failures_are_logged_not_raised(tmp_path, caplog):
+def test_a_question_that_cannot_be_journaled_raises_and_other_failures_are_logged(tmp_path, caplog):
     blocked = tmp_path / "file"
     blocked.write_text("not a directory")
     journal = PendingJournal(blocked / "pending.sqlite3")
-    journal.add("a", "app_mention", {})
-    journal.add("b", "app_mention", {"not json": object()})
+    with pytest.raises(JournalUnavailable):
+        journal.add("a", "app_mention", {})
+    with pytest.raises(JournalUnavailable):
+        PendingJournal(tmp_path / "ok.sqlite3").add("b", "app_mention", {"not json": object()})
     journal.done("a")
     assert journal.open_items() == []
-    assert "pending-questions journal" in caplog.text and "payload is not JSON" in caplog.text
+    assert "pending-questions journal" in caplog.text and "is not JSON serializable" in caplog.text
 
 
 # --- the adapter -----------------------------------------------------------------------------------------
@@ -164,3 +169,56 @@ async def test_live_questions_are_journaled_until_answered(tmp_path):
         assert journal.open_items() == []
     finally:
         service.release.set()
+
+
+@scenario
+async def test_a_question_that_cannot_be_journaled_is_not_acknowledged_and_its_retry_is_answered(tmp_path):
+    blocked = tmp_path / "journal"
+    blocked.write_text("a file where the journal's directory should be")
+    journal = PendingJournal(blocked / "slack_pending.sqlite3")
+    service = FakeAnswerService()
+    event = mention("When must a breach be notified?", ts="1700000000.000300")
+    async with LoopbackSlack(service, journal=journal) as slack:
+        status, _ = await slack.post(event_body(event, event_id="Ev0001"))
+        assert status >= 500  # Slack retries what it did not get a 2xx for
+        blocked.unlink()
+        blocked.mkdir()  # the disk is back
+        retry = event_body(event, event_id="Ev0001")
+        status, _ = await slack.post(retry, headers={**sign(retry), "X-Slack-Retry-Num": "1",
+                                                     "X-Slack-Retry-Reason": "http_error"})
+        assert status == 200
+        [post] = await slack.fake.wait_for("chat.postMessage")
+        assert post.params["thread_ts"] == "1700000000.000300" and f">{QUOTE}" in _all_text(post.params)
+    assert [asked.question for asked in service.asked] == ["When must a breach be notified?"]
+
+
+@scenario
+async def test_an_event_without_channel_or_ts_is_acknowledged_but_never_journaled(tmp_path):
+    journal = PendingJournal(tmp_path / "slack_pending.sqlite3")
+    service = FakeAnswerService()
+    async with LoopbackSlack(service, journal=journal) as slack:
+        for broken in ({"type": "app_mention", "user": "U1", "text": "<@UBOT00001> hi"},
+                       {"type": "message", "channel_type": "im", "user": "U1", "text": "hi", "ts": "1.1"}):
+            status, _ = await slack.post(event_body(broken))
+            assert status == 200
+    assert journal.open_items() == [] and service.asked == []
+
+
+@scenario
+async def test_a_journal_entry_that_cannot_be_answered_is_skipped_and_the_rest_are_answered(tmp_path, caplog):
+    journal = PendingJournal(tmp_path / "slack_pending.sqlite3")
+    now = time.time()
+    for n in range(3):
+        journal.add(f"bad:{n}", "app_mention", {"event": {"type": "app_mention", "text": "hi"}, "context": IDENTITY,
+                                                "accepted_at": now})
+    journal.add("bad:command", "command", {"command": {"text": "hi"}, "accepted_at": now})
+    journal.add("bad:shape", "app_mention", {"accepted_at": now})
+    ts = f"{now:.6f}"
+    journal.add(f"message:{CHANNEL}:{ts}", "app_mention",
+                {"event": mention("When must a breach be notified?", ts=ts), "context": IDENTITY, "accepted_at": now})
+    service = FakeAnswerService()
+    async with LoopbackSlack(service, journal=journal) as slack:
+        [post] = await slack.fake.wait_for("chat.postMessage")
+        assert post.params["thread_ts"] == ts
+    assert journal.open_items() == []
+    assert caplog.text.count("Skipping journal entry") == 5

@@ -20,7 +20,7 @@ from adapters.slack_render import (
 )
 from core.models import Answer, Citation, Passage, Statement
 
-URL = "https://eur-lex.europa.eu/legal-content/EN/TXT/HTML/?uri=CELEX:32016R0679#art_33"
+URL = "https://eur-lex.europa.eu/legal-content/EN/TXT/HTML/?uri=CELEX:32016R0679#033.001"
 HOSTILE = "<!channel> <!here|here> <!everyone> <@U12345678> @here a < b & c > d <https://evil.example|click>"
 
 

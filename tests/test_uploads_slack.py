@@ -178,6 +178,7 @@ async def test_upload_by_a_non_admin_is_politely_refused_and_not_indexed(assista
                                                text=f"<@{BOT_USER_ID}> please add this"), team=team))
         [reply] = await posts_in(slack, SHARE_TS)
         assert reply.startswith("Sorry, only the bot's admins can add documents.")
+        assert slack.fake.calls_to("file_download") == []  # refused before anything was fetched
         assert documents.list(Asker("slack", team)) == []
         assert "Retention.pdf" not in all_text(await ask(slack, team, "1700000000.000200"))
 
@@ -262,3 +263,33 @@ async def test_help_tells_how_to_list_add_and_forget_documents(assistant, docume
         help_text = json.loads(body)["text"]
         assert status == 200 and "/gdpr docs" in help_text and "/gdpr forget <file name>" in help_text
         assert "direct message" in help_text
+
+
+@scenario
+async def test_a_dm_upload_and_a_mentioned_channel_upload_are_answered_the_same_way(assistant, documents):
+    replies = []
+    for n, (channel, text) in enumerate(((DM, ""), (CHANNEL, f"<@{BOT_USER_ID}> for the library"))):
+        team = f"TUPSLACK-same-{n}"
+        async with LoopbackSlack(assistant, documents=documents) as slack:
+            file = slack.fake.add_file(f"F00007{n}", "Retention.pdf", text_pdf(), user=ADMIN, channel=channel,
+                                       ts=SHARE_TS)
+            await slack.post(event_body(file_share([file], channel=channel, ts=SHARE_TS, user=ADMIN, team=team,
+                                                   text=text), team=team))
+            [reply] = await slack.fake.wait_for("chat.postMessage", where=in_thread(SHARE_TS), timeout_s=WAIT_S)
+            replies.append((reply.params["channel"], reply.params["text"]))
+    assert replies == [(DM, "Indexed Retention.pdf: 3 pages, 3 passages"),
+                       (CHANNEL, "Indexed Retention.pdf: 3 pages, 3 passages")]
+
+
+@scenario
+async def test_a_file_shared_in_a_channel_without_a_mention_is_not_indexed(assistant, documents):
+    team = "TUPSLACK-unmentioned"
+    async with LoopbackSlack(assistant, documents=documents) as slack:
+        file = slack.fake.add_file("F0000081", "Retention.pdf", text_pdf(), user=ADMIN, channel=CHANNEL, ts=SHARE_TS)
+        status, _ = await slack.post(event_body(file_share([file], channel=CHANNEL, ts=SHARE_TS, user=ADMIN, team=team,
+                                                           text="here is the policy"), team=team))
+        assert status == 200
+        await slack.post(event_body(file_shared("F0000081", channel=CHANNEL, user=ADMIN), team=team))
+        answer = await ask(slack, team, "1700000000.000900")  # answered after both events were handled
+        assert slack.fake.calls_to("file_download") == [] and documents.list(Asker("slack", team)) == []
+        assert "Retention.pdf" not in all_text(answer)

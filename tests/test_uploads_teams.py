@@ -169,6 +169,7 @@ async def test_upload_by_a_non_admin_is_politely_refused_and_not_indexed(assista
     async with running_bot(assistant, documents) as bot:
         reply = await upload(bot, tenant, "Retention.pdf", text_pdf(), user=MEMBER)
         assert reply.startswith("Sorry, only the bot's admins can add documents.")
+        assert bot.connector.downloads == []  # refused before anything was fetched
         assert documents.list(Asker("teams", tenant)) == []
         assert "Retention.pdf" not in json.dumps((await bot.reply_to(channel_question(bot, tenant))).activity)
 
