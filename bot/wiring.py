@@ -20,7 +20,8 @@ from core.metrics import Metrics
 from core.provisions import ProvisionStore
 from core.rerank import CrossEncoderReranker, FusedOrder, Reranker
 from core.retrieval import RetrievalConfig, Retriever
-from corpus import GUIDES_DIR, LANGUAGES, guide_files, is_current, load_guides
+from corpus import LANGUAGES, is_current
+from corpus.guide import Guides
 
 log = logging.getLogger(__name__)
 
@@ -87,11 +88,11 @@ class Components:
         return self.retriever
 
     @cached_property
-    def guides(self) -> dict[str, list[str]]:
-        guides = load_guides("en")
+    def guides(self) -> Guides:
+        guides = Guides()
         # Without the English guide, retrieval quality drops to the naive baseline: refuse, don't degrade.
-        if not guides:
-            raise NotReady(f"The English provision guides are missing from {GUIDES_DIR}; reinstall the package.")
+        if not guides.files("en"):
+            raise NotReady(f"The English provision guides are missing from {guides.directory}; reinstall the package.")
         return guides
 
     def dense_index(self, *, rebuild: bool = False, progress: bool = False) -> VectorCollection:
@@ -108,8 +109,8 @@ class Components:
 
             return tqdm(langs, unit="language", desc="BM25 indexes")
 
-        return LexicalIndexes.open(self.store, guide_files, load_guides, self.settings.index_dir / "lexical",
-                                   rebuild=rebuild, progress=languages)
+        return LexicalIndexes.open(self.store, self.guides, self.settings.index_dir / "lexical", rebuild=rebuild,
+                                   progress=languages)
 
     @cached_property
     def retriever(self) -> Retriever:
@@ -125,7 +126,7 @@ class Components:
 
     @cached_property
     def dense_entries(self) -> list[Entry]:
-        return provision_entries(self.store.provisions("en"), self.guides, self.embedder)
+        return provision_entries(self.store.provisions("en"), self.guides.lines("en"), self.embedder)
 
     @cached_property
     def metrics(self) -> Metrics:

@@ -78,6 +78,6 @@ class AbstentionPolicy:
                 return Decision(True, f"asks about {kind}")
         if not retrieval.passages:
             return Decision(True, "nothing retrieved")
-        if retrieval.lang == "en" and retrieval.similarity < self.min_similarity:
+        if retrieval.similarity is not None and retrieval.similarity < self.min_similarity:
             return Decision(True, f"nothing in the Regulation is close ({retrieval.similarity:.2f} < {self.min_similarity})")
-        return Decision(False, f"closest provision at {retrieval.similarity:.2f}")
+        return Decision(False, "close enough to the Regulation")

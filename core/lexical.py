@@ -21,7 +21,9 @@ from pathlib import Path
 import numpy as np
 
 from core.provisions import ProvisionStore
-from core.text import TOKENIZER_VERSION, char_ngrams, tokenize
+from corpus.guide import Guides
+from core.lexicon import Lexicon, aligned_segments, learn
+from core.text import TOKENIZER_VERSION, char_ngrams, term_hashes, tokenize
 
 log = logging.getLogger(__name__)
 
@@ -30,13 +32,7 @@ K1 = 1.5
 B = 0.75
 EPSILON = 0.25
 # Bumped when what an index holds changes, so stored indexes are rebuilt.
-LEXICAL_SCHEMA = 1
-
-
-def term_hashes(tokens: Iterable[str]) -> np.ndarray:
-    """Stable 64-bit hashes of tokens (Python's own hash() changes between processes)."""
-    return np.array([int.from_bytes(hashlib.blake2b(t.encode(), digest_size=8).digest(), "little") for t in tokens],
-                    dtype=np.uint64)
+LEXICAL_SCHEMA = 2
 
 
 @dataclass(frozen=True)
@@ -135,28 +131,29 @@ class LexicalIndex:
 
 @dataclass(frozen=True)
 class LanguageIndexes:
-    """One language's indexes: over the provisions, and over the provision guide where it has one."""
+    """One language's indexes: over the provisions, over the provision guide where it has one, and (for
+    languages other than English) the lexicon that renders its questions in English words."""
 
     provisions: LexicalIndex
     guide: LexicalIndex | None
+    lexicon: Lexicon | None
 
 
-GuideLoader = Callable[[str], Mapping[str, Sequence[str]]]
-
-
-def build_language(store: ProvisionStore, guides: Mapping[str, Sequence[str]], lang: str) -> LanguageIndexes:
+def build_language(store: ProvisionStore, guides: Guides, lang: str) -> LanguageIndexes:
     # The heading is part of what a provision is about ("Right to erasure"), so BM25 sees it once.
     provisions = LexicalIndex.build([f"{p.title}. {p.text}" for p in store.provisions(lang)], lang)
+    lines = guides.lines(lang)
     # English questions have the dense model for inflection and paraphrase; other languages lean on
     # character n-grams ("gemeldet" vs "melden").
-    guide = LexicalIndex.build([" ".join(guides.get(pid, ())) for pid in store.ids], lang,
-                               grams=lang != "en") if guides else None
-    return LanguageIndexes(provisions, guide)
+    guide = LexicalIndex.build([" ".join(lines.get(pid, ())) for pid in store.ids], lang,
+                               grams=lang != "en") if lines else None
+    lexicon = None if lang == "en" else learn(lang, aligned_segments(store, lang, guides.passes(lang)))
+    return LanguageIndexes(provisions, guide, lexicon)
 
 
 class LexicalIndexes:
-    """The BM25 indexes of every served language, memory-mapped from the index directory: ready at start,
-    and only the pages a question's terms touch are ever read into memory."""
+    """The BM25 indexes and lexicons of every served language, memory-mapped from the index directory: ready
+    at start, and only the pages a question's terms touch are ever read into memory."""
 
     def __init__(self, by_lang: Mapping[str, LanguageIndexes]):
         self._by_lang = dict(by_lang)
@@ -167,20 +164,24 @@ class LexicalIndexes:
     def guide(self, lang: str) -> LexicalIndex | None:
         return self._by_lang[lang].guide
 
+    def lexicon(self, lang: str) -> Lexicon | None:
+        return self._by_lang[lang].lexicon
+
     @classmethod
-    def open(cls, store: ProvisionStore, guide_files: Callable[[str], Sequence[Path]], load_guides: GuideLoader,
-             directory: Path, *, rebuild: bool = False,
+    def open(cls, store: ProvisionStore, guides: Guides, directory: Path, *, rebuild: bool = False,
              progress: Callable[[Iterable[str]], Iterable[str]] = iter) -> LexicalIndexes:
-        """Open each language's stored indexes, building (and storing) those missing or out of date.
-        `guide_files(lang)` are the files `load_guides(lang)` reads: what an index depends on besides the corpus."""
+        """Open each language's stored indexes, building (and storing) those missing or out of date."""
         directory.mkdir(parents=True, exist_ok=True)
         by_lang: dict[str, LanguageIndexes] = {}
         for lang in progress(store.languages):
-            stamp = _fingerprint([store.corpus_file(lang), *guide_files(lang)], lang)
+            sources = [store.corpus_file(lang), *guides.files(lang)]
+            if lang != "en":
+                sources += [store.corpus_file("en"), *guides.aligned_files(lang)]
+            stamp = _fingerprint(sources, lang)
             path = directory / f"lexical-{lang}"
             loaded = None if rebuild else _load(path, stamp, lang)
             if loaded is None:
-                _save(path, stamp, build_language(store, load_guides(lang), lang))
+                _save(path, stamp, build_language(store, guides, lang))
                 loaded = _load(path, stamp, lang)
             by_lang[lang] = loaded
         return cls(by_lang)
@@ -206,19 +207,25 @@ def _load(path: Path, stamp: str, lang: str) -> LanguageIndexes | None:
         arrays = {name: np.memmap(data_path, dtype=spec["dtype"], mode="r", offset=spec["offset"],
                                   shape=tuple(spec["shape"])) if spec["shape"][0] else np.zeros(0, spec["dtype"])
                   for name, spec in header["arrays"].items()}
+        words = header.get("lexicon_words")
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError) as exc:
         log.warning("Rebuilding the unreadable lexical index %s (%s)", path, exc)
         return None
     guide = LexicalIndex.from_arrays(arrays, "guide", lang) if "guide.words.terms" in arrays else None
-    return LanguageIndexes(LexicalIndex.from_arrays(arrays, "provisions", lang), guide)
+    lexicon = Lexicon(lang, arrays["lexicon.terms"], arrays["lexicon.english"], tuple(words)) if words is not None else None
+    return LanguageIndexes(LexicalIndex.from_arrays(arrays, "provisions", lang), guide, lexicon)
 
 
 def _save(path: Path, stamp: str, indexes: LanguageIndexes) -> None:
     arrays = indexes.provisions.arrays("provisions")
     if indexes.guide is not None:
         arrays.update(indexes.guide.arrays("guide"))
+    header: dict = {"fingerprint": stamp}
+    if indexes.lexicon is not None:
+        arrays.update({"lexicon.terms": indexes.lexicon.terms, "lexicon.english": indexes.lexicon.english})
+        header["lexicon_words"] = list(indexes.lexicon.words)
     # A new file per build, never rewritten: a running process keeps reading the one it mapped.
     data_path = path.parent / f"{path.name}-{stamp}-{uuid.uuid4().hex[:8]}.bin"
     specs, offset = {}, 0
@@ -230,8 +237,8 @@ def _save(path: Path, stamp: str, indexes: LanguageIndexes) -> None:
             offset += array.nbytes
     # The header is written last and moved into place: it is what marks the arrays as complete.
     partial = path.with_suffix(".json.partial")
-    partial.write_text(json.dumps({"fingerprint": stamp, "data": data_path.name, "size": offset, "arrays": specs}),
-                       "utf-8")
+    partial.write_text(json.dumps({**header, "data": data_path.name, "size": offset, "arrays": specs},
+                                  ensure_ascii=False), "utf-8")
     partial.replace(path.with_suffix(".json"))
     for old in path.parent.glob(f"{path.name}-*.bin"):
         if old != data_path:

@@ -4,24 +4,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from corpus.provision import Provision
+
 SourceKind = Literal["regulation", "document"]
 Mode = Literal["extractive", "llm"]
-
-
-@dataclass(frozen=True)
-class Provision:
-    """One citable unit of the Regulation: an article paragraph with its points inlined,
-    a whole article without numbered paragraphs, or one Art. 4 definition."""
-
-    id: str  # "Art. 33(1)", "Art. 4(7)", "Art. 10"
-    article: int
-    paragraph: str | None
-    lang: str  # ISO 639-1, lowercase
-    title: str
-    chapter: str
-    section: str | None
-    text: str
-    url: str
 
 
 @dataclass(frozen=True)

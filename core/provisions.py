@@ -6,6 +6,7 @@ from functools import cached_property
 from pathlib import Path
 
 from core.models import Provision
+from core.references import Structure
 from corpus import corpus_file, load_corpus
 
 
@@ -27,6 +28,15 @@ class ProvisionStore:
     @cached_property
     def position(self) -> dict[str, int]:
         return {pid: i for i, pid in enumerate(self.ids)}
+
+    @cached_property
+    def structure(self) -> Structure:
+        """Which articles, paragraphs and points exist."""
+        return Structure(self.ids, {p.id: p.points for p in self._by_lang["en"]})
+
+    def point_labels(self, lang: str) -> dict[str, tuple[str, ...]]:
+        """The printed point labels of each provision in `lang` ("α)", "б)"), for references written in it."""
+        return {p.id: p.points for p in self.provisions(lang) if p.points}
 
     def corpus_file(self, lang: str) -> Path:
         return corpus_file(self.corpus_dir, lang)

@@ -1,12 +1,16 @@
 """Text folding and the tokenizer for legal text, shared by BM25, references and quote verification."""
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
 import unicodedata
 from functools import lru_cache
 
+import numpy as np
 import snowballstemmer
+
+from core.references import find_references, reference_tokens
 
 # Snowball has no stemmer for bg, lv, mt, sk, sl: those languages are matched on folded words and
 # character n-grams only. Croatian uses the Serbian stemmer (Latin script, same inflection).
@@ -18,7 +22,7 @@ _SNOWBALL = {
 }
 
 # Bumped whenever tokenize() or char_ngrams() change what they return, so stored BM25 indexes are rebuilt.
-TOKENIZER_VERSION = 1
+TOKENIZER_VERSION = 2
 
 _QUOTES = str.maketrans({
     "‘": "'", "’": "'", "‚": "'", "‛": "'", "′": "'", "“": '"', "”": '"', "„": '"', "‟": '"',
@@ -66,21 +70,6 @@ def strip_accents(text: str) -> str:
     return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
 
 
-# How "paragraph" is written after an article number in the official languages (as users type it).
-PARAGRAPH_WORDS = (
-    "paragraph", "para", "absatz", "abs", "paragraphe", "apartado", "paragrafo", "comma", "lid", "ustęp", "ust",
-    "stycke", "punkt", "odstavec", "odst", "odsek", "stavak", "alínea", r"n\.º", "nr", "kohta", "lõige", "bekezdés",
-    "dalis", "punkts", "paragrafu", "alin", "mír", "παράγραφος", "παρ", "параграф",
-)
-
-# "Art. 33(1)", "Article 4(7)", "Artikel 33 Absatz 1" are single units in queries and in the text, so a
-# question naming a provision matches it exactly rather than every text containing "33" or "1".
-_REFERENCE = re.compile(
-    r"\b(?:art(?:icle|ikel|ículo|iculo|icolo|igo|ykuł|ykul|ikla|iklis|ikkel|iculul|\.)?s?)\s*\.?\s*"
-    r"(\d{1,2})(?:\s*\((\d{1,2})\)|\s*,?\s*(?:" + "|".join(PARAGRAPH_WORDS) + r")\.?\s*(\d{1,2})\b)?",
-    re.IGNORECASE,
-)
-_BARE_REFERENCE = re.compile(r"\b(\d{1,2})\((\d{1,2})\)")
 # Grouped numbers as printed ("20 000 000", "20.000.000") are one token.
 _GROUPED_NUMBER = re.compile(r"\b\d{1,3}(?:[ \u00a0\u202f.,]\d{3})+\b")
 _WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*|\d+", re.UNICODE)
@@ -104,25 +93,15 @@ def _stem(lang: str, word: str) -> str:
     return _stemmer(lang).stemWord(word)
 
 
-def _reference_token(article: str, paragraph: str | None) -> list[str]:
-    tokens = [f"art{int(article)}"]
-    if paragraph:
-        tokens.append(f"art{int(article)}_{int(paragraph)}")
-    return tokens
-
-
 def tokenize(text: str, lang: str = "en") -> list[str]:
     """Lower-cased, stemmed, accent-folded tokens; references and grouped numbers kept as units."""
     text = unicodedata.normalize("NFKC", text).translate(_QUOTES)
-    tokens: list[str] = []
-
-    def take_reference(match: re.Match) -> str:
-        groups = match.groups() + (None,)
-        tokens.extend(_reference_token(groups[0], groups[1] or groups[2]))
-        return " "
-
-    text = _REFERENCE.sub(take_reference, text)
-    text = _BARE_REFERENCE.sub(take_reference, text)
+    # "Art. 33(1)", "Artikel 33 Absatz 1" are single units in queries and in the text, so a question naming a
+    # provision matches it exactly rather than every text containing "33" or "1".
+    references = find_references(text)
+    tokens = reference_tokens(r.ref for r in references)
+    for start, end in sorted({r.span for r in references}, reverse=True):
+        text = text[:start] + " " + text[end:]
     text = _GROUPED_NUMBER.sub(lambda m: " " + re.sub(r"\D", "", m.group(0)) + " ", text)
     words = [w for w in _WORD.findall(text.lower())]
     if _SNOWBALL.get(lang):
@@ -141,3 +120,9 @@ def char_ngrams(text: str, n: int = 4) -> list[str]:
         padded = f"_{word}_"
         grams.extend(padded[i:i + n] for i in range(len(padded) - n + 1))
     return grams
+
+
+def term_hashes(tokens: Iterable[str]) -> np.ndarray:
+    """Stable 64-bit hashes of tokens (Python's own hash() changes between processes)."""
+    return np.array([int.from_bytes(hashlib.blake2b(t.encode(), digest_size=8).digest(), "little") for t in tokens],
+                    dtype=np.uint64)

@@ -5,16 +5,15 @@ using only stored metadata for labels and links.
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from core.models import Citation, Passage, Statement
+from core.references import ProvisionRef, find_references
 from core.text import find_verbatim, fold
 
 # A quote shorter than this proves nothing ("the", "data").
 MIN_QUOTE_CHARS = 12
-_MENTION = re.compile(r"\bArt(?:icle|\.)?\s*(\d{1,2})(?:\s*\((\d{1,2})\))?", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -48,8 +47,9 @@ def verbatim_quote(quote: str, text: str) -> str | None:
 
 
 def _mentions(text: str) -> set[str]:
-    """Provision labels a statement names in its own words, e.g. "under Article 33(1)"."""
-    return {f"Art. {int(a)}({int(p)})" if p else f"Art. {int(a)}" for a, p in _MENTION.findall(text)}
+    """Provision labels a statement names in its own words, in any official language ("under Article 33(1)",
+    "nach Art. 33 Abs. 1"); a point names its paragraph."""
+    return {str(ProvisionRef(r.ref.article, r.ref.paragraph)) for r in find_references(text)}
 
 
 def verify(draft: Draft, retrieved: Sequence[Passage]) -> Verified:

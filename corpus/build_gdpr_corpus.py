@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Iterable
 
-from core.models import Provision
+from corpus.provision import Provision
 from corpus import BUILD_COMMAND, CORPUS_VERSION, LANGUAGES, corpus_file, version_file
 from corpus.formex import DEFINITIONS_ARTICLE, FormexError, ParsedAct, parse_consolidated
 from corpus.formex_download import CELLAR_URL, DownloadError, fetch_consolidated

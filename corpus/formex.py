@@ -24,7 +24,7 @@ from typing import Iterable, Iterator
 
 from lxml import etree
 
-from core.models import Provision
+from corpus.provision import Provision
 
 DEFINITIONS_ARTICLE = 4
 EURLEX_URL = "https://eur-lex.europa.eu/legal-content/{lang}/TXT/HTML/?uri=CELEX:32016R0679#{anchor}"
@@ -141,7 +141,7 @@ def _article_provisions(article: etree._Element, lang: str, chapter: str, sectio
                   ) -> tuple[Provision, tuple[str, ...]]:
         ident = f"Art. {number}" if paragraph is None else f"Art. {number}({paragraph})"
         url = eurlex_url(lang, number, None if paragraph is None or number == DEFINITIONS_ARTICLE else int(paragraph))
-        return Provision(ident, number, paragraph, lang, title, chapter, section, text, url), labels
+        return Provision(ident, number, paragraph, lang, title, chapter, section, text, url, labels), labels
 
     if number == DEFINITIONS_ARTICLE:
         for position, text, labels in _definitions(body):

@@ -37,18 +37,19 @@ def _both(**change) -> dict:
     return {"english": replace(ENGLISH, **change), "other": replace(OTHER_LANGUAGES, **change)}
 
 
+NO_GUIDES = {"guide_dense": 0.0, "guide_words": 0.0, "guide_grams": 0.0}
 SWEEP = {
     "default": {},
-    "rrf": {"fusion": "rrf"},
-    "no-vocabulary": {"vocabulary": False},
-    "no-guides": _both(guide_dense=0.0, guide_words=0.0, native_guide_words=0.0, native_guide_grams=0.0),
-    "no-article-term": _both(article=0.0),
-    "no-grams": _both(grams=0.0),
-    "text-only (naive)": _both(guide_dense=0.0, guide_words=0.0, native_guide_words=0.0, native_guide_grams=0.0,
-                                article=0.0, dense=1.0, words=1.0, english_words=0.3),
-    "dense-only": _both(words=0.0, grams=0.0, guide_words=0.0, native_guide_words=0.0, native_guide_grams=0.0,
-                        english_words=0.0),
-    "bm25-only": _both(dense=0.0, guide_dense=0.0, title=0.0),
+    "rrf instead of z-scores": {"fusion": "rrf"},
+    "no lay vocabulary": {"vocabulary": False},
+    "no provision guides": _both(**NO_GUIDES),
+    "no named-provision signal": _both(referenced=0.0),
+    "no article-level term": _both(article=0.0),
+    "no character n-grams": _both(grams=0.0, guide_grams=0.0),
+    "text only (naive)": _both(**NO_GUIDES, article=0.0, dense=1.0, words=1.0, english_words=0.3),
+    "dense only": _both(words=0.0, grams=0.0, guide_words=0.0, guide_grams=0.0, english_words=0.0),
+    "bm25 only": _both(dense=0.0, guide_dense=0.0, title=0.0),
+    "other languages + English model": {"other": replace(OTHER_LANGUAGES, dense=0.4, guide_dense=0.4, title=0.2)},
 }
 
 

@@ -100,7 +100,7 @@ def test_check_names_a_missing_file(tmp_path, capsys):
 
 
 def test_every_line_is_a_provision_in_fixed_key_order(out):
-    keys = ["id", "article", "paragraph", "lang", "title", "chapter", "section", "text", "url"]
+    keys = ["id", "article", "paragraph", "lang", "title", "chapter", "section", "text", "url", "points"]
     for line in (out / "gdpr_el.jsonl").read_text(encoding="utf-8").splitlines():
         record = json.loads(line)
         assert list(record) == keys
@@ -157,6 +157,13 @@ def test_paragraph_anchors_exist_in_every_language_of_the_official_journal(provi
         linked = {p.url.rsplit("#", 1)[1] for p in provisions[lang].values() if "#art_" not in p.url}
         assert linked == paragraphs and len(linked) == 372, lang
         assert all(p.url.startswith(f"https://eur-lex.europa.eu/legal-content/{lang.upper()}/") for p in provisions[lang].values())
+
+
+def test_each_provision_carries_its_point_labels_as_printed(provisions):
+    assert provisions["en"]["Art. 6(1)"].points == ("(a)", "(b)", "(c)", "(d)", "(e)", "(f)")
+    assert provisions["el"]["Art. 6(1)"].points[-1] == "στ)"
+    assert provisions["en"]["Art. 33(1)"].points == ()
+    assert all(len(provisions[lang]["Art. 9(2)"].points) == 10 for lang in LANGUAGES)
 
 
 def test_numbers_are_grouped_as_printed(provisions):

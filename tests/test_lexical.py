@@ -7,7 +7,7 @@ from rank_bm25 import BM25Okapi
 
 from core.lexical import BM25, LexicalIndexes
 from core.text import char_ngrams, tokenize
-from corpus import guide_files, load_guides
+from corpus.guide import Guides
 
 QUERIES = ("How quickly must a personal data breach be notified?", "right to erasure", "processor processor contract",
            "Art. 83(5) fines 20 000 000 EUR", "zzz no such words")
@@ -39,15 +39,14 @@ def test_stored_indexes_are_reused_and_rebuilt_when_their_sources_change(compone
     guides_dir = tmp_path / "guides"
     guides_dir.mkdir()
     (guides_dir / "en_1.jsonl").write_text('{"id": "Art. 33(1)", "asks": ["When do we tell the regulator?"]}\n')
-    files = lambda lang: guide_files(lang, guides_dir)  # noqa: E731
-    loader = lambda lang: load_guides(lang, guides_dir)  # noqa: E731
-    first = LexicalIndexes.open(store, files, loader, tmp_path / "lexical")
+    guides = Guides(guides_dir)
+    first = LexicalIndexes.open(store, guides, tmp_path / "lexical")
     header = tmp_path / "lexical" / "lexical-en.json"
     stamp = header.read_text()
-    LexicalIndexes.open(store, files, loader, tmp_path / "lexical")
+    LexicalIndexes.open(store, guides, tmp_path / "lexical")
     assert header.read_text() == stamp  # reused, not rebuilt
     (guides_dir / "en_1.jsonl").write_text('{"id": "Art. 17(1)", "asks": ["When do we tell the regulator?"]}\n')
-    rebuilt = LexicalIndexes.open(store, files, loader, tmp_path / "lexical")
+    rebuilt = LexicalIndexes.open(store, guides, tmp_path / "lexical")
     assert header.read_text() != stamp
     position = store.position
     assert np.argmax(first.guide("en").word_scores("tell the regulator")) == position["Art. 33(1)"]
@@ -57,12 +56,12 @@ def test_stored_indexes_are_reused_and_rebuilt_when_their_sources_change(compone
 @pytest.mark.parametrize("damage", ["truncate", "garbage"])
 def test_a_damaged_stored_index_is_rebuilt(components, tmp_path, damage):
     store = components.store
-    files, loader = (lambda lang: []), (lambda lang: {})
-    LexicalIndexes.open(store, files, loader, tmp_path)
+    guides = Guides(tmp_path / "no guides")
+    LexicalIndexes.open(store, guides, tmp_path)
     data = next(tmp_path.glob("lexical-en-*.bin"))
     if damage == "truncate":
         data.write_bytes(data.read_bytes()[:100])
     else:
         (tmp_path / "lexical-en.json").write_text("not json")
-    reopened = LexicalIndexes.open(store, files, loader, tmp_path)
+    reopened = LexicalIndexes.open(store, guides, tmp_path)
     assert np.argmax(reopened.language("en").word_scores("personal data breach notification")) > 0
