@@ -6,7 +6,9 @@ from functools import cached_property
 from pathlib import Path
 
 from bot.settings import Settings
+from core.abstain import AbstentionModel, AbstentionPolicy, Strictness
 from core.assistant import Assistant, Generator
+from core.claims import ACTOR_DEFINITIONS, actor_terms
 from core.audit import AuditLog
 from core.dense import Entry, VectorCollection, fingerprint, open_chroma, provision_entries
 from core.embedding import Embedder
@@ -17,9 +19,11 @@ from core.lexical import LexicalIndexes
 from core.library import Documents
 from core.llm import GroqGenerator, chat_groq
 from core.metrics import Metrics
+from core.models import Mode
 from core.provisions import ProvisionStore
 from core.rerank import CrossEncoderReranker, FusedOrder, Reranker
 from core.retrieval import RetrievalConfig, Retriever
+from core.verify import Verifier
 from corpus import LANGUAGES, is_current
 from corpus.guide import Guides
 
@@ -139,27 +143,45 @@ class Components:
         return AuditLog(self.settings.audit_path, on_failure=self.metrics.observe_audit_write_failure)
 
     @cached_property
+    def extractive(self) -> ExtractiveGenerator:
+        return ExtractiveGenerator()
+
+    @cached_property
     def generator(self) -> Generator:
-        extractive = ExtractiveGenerator(self.store)
         if not self.settings.groq_api_key:
-            return extractive
+            return self.extractive
         chat = chat_groq(self.settings.groq_api_key, self.settings.groq_model, self.settings.groq_base_url,
                          self.settings.llm_timeout_s)
-        return GroqGenerator(chat, extractive)
+        return GroqGenerator(chat, self.extractive)
+
+    @cached_property
+    def abstention(self) -> AbstentionPolicy:
+        strictness = Strictness.LLM if self.generator.mode is Mode.LLM else Strictness.EXTRACTIVE
+        return AbstentionPolicy(self.store, AbstentionModel.load(), strictness, self.embedder.model_id)
+
+    @cached_property
+    def verifier(self) -> Verifier:
+        store = self.store
+        return Verifier(lambda lang: actor_terms((store.get(pid, lang).text for pid in ACTOR_DEFINITIONS), lang))
+
+    def assistant(self, **parts) -> Assistant:
+        """The answer pipeline on this deployment's index, generator and abstention policy; `parts` add the
+        audit trail, fair use, metrics or documents."""
+        fallback = self.extractive if self.generator is not self.extractive else None
+        return Assistant(self.retriever, self.generator, self.abstention, verifier=self.verifier, fallback=fallback,
+                         max_question_chars=self.settings.max_question_chars, **parts)
 
     @cached_property
     def service(self) -> Assistant:
         """For the shared chat platforms: fair-use limits per user and workspace."""
         s = self.settings
         fair_use = FairUse(s.user_rate_per_min, s.user_burst, s.workspace_rate_per_min, s.workspace_burst)
-        return Assistant(self.retriever, self.generator, audit=self.audit, fair_use=fair_use, metrics=self.metrics,
-                         documents=self.documents, max_question_chars=s.max_question_chars)
+        return self.assistant(audit=self.audit, fair_use=fair_use, metrics=self.metrics, documents=self.documents)
 
     @cached_property
     def operator_service(self) -> Assistant:
         """For the terminal: the operator's own machine, so no fair-use limits; answers are still audited."""
-        return Assistant(self.retriever, self.generator, audit=self.audit, metrics=self.metrics,
-                         max_question_chars=self.settings.max_question_chars)
+        return self.assistant(audit=self.audit, metrics=self.metrics)
 
     @cached_property
     def documents(self) -> Documents:

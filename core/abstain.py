@@ -1,83 +1,161 @@
-"""When the Regulation does not answer: decided on retrieval evidence, before any generation.
+"""When the Regulation does not answer: decided on evidence, before any generation, in every language.
 
-Fused scores cannot tell an adequacy-list question from a transfer question (they retrieve the same
-provisions just as confidently), so the decision rests on two other kinds of evidence:
-- what is asked: things the Regulation's text cannot contain by nature (another law, a court ruling,
-  guidance or lists published elsewhere, events and figures after 2016, product or IT advice, small talk);
-- how close the question is to anything in the Regulation at all: the best cosine similarity of an
-  English question to a provision or its guide (the model is English, so other languages rely on the
-  first kind alone).
-A question that names a provision is always answered. Threshold and patterns were chosen with
-`python -m evals.run_eval abstention` on the visible set (see README).
+In order:
+1. a question naming a provision the Regulation does not have (Article 104, Article 33(7), Art. 6(1)(g)) is
+   declined with what exists instead; a question naming an existing provision is answered;
+2. a question written in a script no official language uses is declined, saying which languages are served;
+3. a classifier learned from labelled questions (`evals/data/abstention*.jsonl`, trained by
+   `python -m evals.train_abstention`) weighs what the question asks for (the embedding of its English
+   reading) against how close the Regulation is (similarities, fused scores, how much of the question the
+   provisions' words cover). Its classes are "answerable" and the kinds of question the articles cannot
+   answer; the most likely kind is the reason given. A mention of a law, a country, a year or a court is not
+   evidence either way: the training set holds such words in both classes.
+The threshold depends on what follows: extractive answers decline at the threshold chosen on the dev split;
+an LLM, which gives its own not-in-the-sources verdict, is only spared what the classifier is sure of.
 """
 from __future__ import annotations
 
-import re
+import json
+import unicodedata
 from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
 
+import numpy as np
+
+from core.models import Abstention, AbstentionReason
+from core.provisions import ProvisionStore
+from core.references import missing_provisions
 from core.retrieval import Retrieval
 
-# "fine" as users write it in the official languages they ask in most.
-_FINE = r"fined?|penalt\w*|bu(ß|ss)geld\w*|geldbu(ß|ss)e\w*|amendes?|multas?|boetes?|kar[ay]|sanzion\w*|sanci[oó]n\w*|coimas?|b[öo]ter"
-_COMPANIES = (r"meta|facebook|google|amazon|tiktok|microsoft|apple|whatsapp|instagram|uber|clearview|h&m|"
-              r"british airways|marriott|linkedin|twitter|spotify|yahoo|equifax")
-
-# Each pattern is a kind of question, written for the kind, not for particular evaluation questions.
-OUT_OF_SCOPE: dict[str, str] = {
-    "another law": (
-        r"\b(ccpa|cpra|california|hipaa|coppa|ferpa|glba|pipeda|lgpd|pipl|appi|popia|fadp|nfadp|dpdp|pdpa|"
-        r"uk gdpr|data protection act 2018|e-?privacy (directive|regulation)|directive 2002/58|ai act|"
-        r"artificial intelligence act|digital services act|digital markets act|nis ?2|dora|data act|"
-        r"data governance act|cookie law|pci[- ]?dss|sox|sarbanes|iso ?27001|bdsg|ttdsg|lopdgdd|lopd|"
-        r"loi informatique|codice (della )?privacy|uavg|privacy shield|data privacy framework|swiss|brazil\w*|"
-        r"chin(a|ese) (law|privacy)|us states?|state privacy laws?|american law)\b"),
-    "case law or guidance": (
-        r"\b(schrems|cjeu|court of justice|ecj|judgment|judgement|ruling|ruled|case c-\d+|c-\d+/\d+|"
-        r"landmark case|precedent|planet ?49|fashion id|google spain|urteil|arr[êe]t|sentencia|sentenza|"
-        r"guidelines?|leitlinien|lignes directrices|wp ?29|article 29 working party)\b"),
-    "a list or office published elsewhere": (
-        r"\b(which|what|list( of)?) (countries|nations|states|jurisdictions)\b.*\b(adequa|approved|safe)|"
-        r"\badequacy decisions? (list|so far|currently|exist)|\blist of (adequate|approved|certified)|"
-        r"\bwho (is|are) (the )?(current|present|new)\b|\b(current|present) (chair|head|president|commissioner|supervisor)|"
-        r"\b(phone|telephone) number of (the|a|an)\b|\b(e-?mail|postal) address of (the|a|an)\b|\bopening hours\b"),
-    "events or figures": (
-        r"\b20(1[7-9]|2\d)\b|\b(largest|biggest|highest|record|latest|recent|most recent|most) (gdpr )?"
-        r"(fine|penalt|sanction)s?\b|\b(issued|imposed|handed out) the most\b|\bhow many (gdpr )?"
-        r"(complaints|fines|breaches|cases)\b|\b(" + _FINE + r")\b.*\b(" + _COMPANIES + r")\b|\b(" + _COMPANIES +
-        r")\b.*\b(" + _FINE + r")\b|\b(news|this year|last year|so far)\b|\bstill valid\b|"
-        r"\btypically cost|\bhow much does .* cost\b"),
-    "product or IT advice": (
-        r"\b(which|what|best|recommend\w*|good) ([\w-]+ )?(tool|software|vendor|platform|cmp|consent management platform|"
-        r"firewall|antivirus|product|library|plugin|provider|siem)s?\b.*\b(should|to use|to buy|do you recommend)|"
-        r"\bhow (do|can|to) (i |we )?(configure|set up|install|reset|change) (my |our |the )?"
-        r"(firewall|password|router|server|laptop|account|slack|teams|vpn)"),
-    "small talk": (
-        r"\b(weather|recipe|football|stock price|bitcoin|horoscope|movie|song|lyrics|capital of|"
-        r"wetter|rezept|m[ée]t[ée]o|recette|receta|ricetta|weerbericht|pogoda|przepis|tempo amanh[ãa])\b"),
+MODEL_FILE = Path(__file__).parent / "abstention_model.json"
+# The scalar evidence the classifier reads, in this order, after the embedding.
+EVIDENCE_FEATURES = ("similarity_text", "similarity_guide", "similarity_title", "top_score", "margin",
+                     "log_tokens", "known_share", "top_share", "english")
+# The training set's categories of unanswerable questions, and the reason each is given as.
+REASONS = {
+    "person": AbstentionReason.FACTS_AND_FIGURES, "statistic": AbstentionReason.FACTS_AND_FIGURES,
+    "events-news": AbstentionReason.FACTS_AND_FIGURES, "national-rule": AbstentionReason.NATIONAL_LAW,
+    "list-elsewhere": AbstentionReason.PUBLISHED_ELSEWHERE, "case-law": AbstentionReason.CASE_LAW_OR_GUIDANCE,
+    "guidance-content": AbstentionReason.CASE_LAW_OR_GUIDANCE, "other-law": AbstentionReason.OTHER_LAW,
+    "product-fact": AbstentionReason.PRODUCTS_AND_IT, "technical-howto": AbstentionReason.PRODUCTS_AND_IT,
+    "drafting": AbstentionReason.DRAFTING, "misuse": AbstentionReason.MISUSE, "off-topic": AbstentionReason.OFF_TOPIC,
+    "opinion-prediction": AbstentionReason.OPINION, "nonexistent-provision": AbstentionReason.NOT_COVERED,
 }
-_OUT_OF_SCOPE = {kind: re.compile(pattern, re.IGNORECASE) for kind, pattern in OUT_OF_SCOPE.items()}
+# Below this probability the kind is not named: "nothing in the Regulation answers this".
+MIN_REASON_SHARE = 0.5
+# Scripts the official languages are written in; a question mostly in others is in no official language.
+OFFICIAL_SCRIPTS = ("LATIN", "GREEK", "CYRILLIC")
+MIN_OFFICIAL_SCRIPT_SHARE = 0.5
+
+
+class Strictness(Enum):
+    """Who decides after the classifier: nobody (extractive answers), or a model that can say not-in-sources."""
+
+    EXTRACTIVE = "extractive"
+    LLM = "llm"
+
+
+class ModelMismatch(RuntimeError):
+    """The abstention model was trained with another embedding model; the message says how to retrain."""
 
 
 @dataclass(frozen=True)
-class Decision:
-    abstain: bool
-    reason: str
+class AbstentionModel:
+    """Two logistic regressions over the standardised [embedding, evidence], as evals.train_abstention fits
+    them: one decides (answerable or not), the other names the kind of question it is when declined."""
+
+    mean: np.ndarray
+    scale: np.ndarray
+    decision: np.ndarray  # weights of P(answerable); the last element is the intercept
+    categories: tuple[str, ...]
+    category_weights: np.ndarray  # categories × (features + 1)
+    thresholds: dict[str, float]  # by Strictness value: declined when P(answerable) is below it
+    embedding_model: str
+
+    @classmethod
+    def load(cls, path: Path = MODEL_FILE) -> AbstentionModel:
+        data = json.loads(Path(path).read_text("utf-8"))
+        return cls(np.array(data["mean"]), np.array(data["scale"]), np.array(data["decision"]),
+                   tuple(data["categories"]), np.array(data["category_weights"]), dict(data["thresholds"]),
+                   data["embedding_model"])
+
+    def to_json(self) -> dict:
+        def rounded(a: np.ndarray) -> list:
+            return np.round(a, 6).tolist()
+
+        return {"mean": rounded(self.mean), "scale": rounded(self.scale), "decision": rounded(self.decision),
+                "categories": list(self.categories), "category_weights": rounded(self.category_weights),
+                "thresholds": self.thresholds, "embedding_model": self.embedding_model}
+
+    def answerable(self, features: np.ndarray) -> float:
+        """P(answerable)."""
+        x = np.append((features - self.mean) / self.scale, 1.0)
+        return float(1.0 / (1.0 + np.exp(-x @ self.decision)))
+
+    def category_probabilities(self, features: np.ndarray) -> dict[str, float]:
+        x = np.append((features - self.mean) / self.scale, 1.0)
+        logits = self.category_weights @ x
+        exp = np.exp(logits - logits.max())
+        return dict(zip(self.categories, (exp / exp.sum()).tolist()))
+
+
+def features(retrieval: Retrieval) -> np.ndarray:
+    """What the classifier reads about a question: its English reading's embedding and the scalar evidence."""
+    evidence = retrieval.evidence
+    scalars = {
+        "similarity_text": evidence.similarity_text, "similarity_guide": evidence.similarity_guide,
+        "similarity_title": evidence.similarity_title, "top_score": evidence.top_score, "margin": evidence.margin,
+        "log_tokens": float(np.log1p(evidence.tokens)), "known_share": evidence.known_share,
+        "top_share": evidence.top_share, "english": float(retrieval.lang == "en"),
+    }
+    vector = evidence.vector if evidence.vector is not None else np.zeros(0)
+    return np.concatenate([vector, [scalars[name] for name in EVIDENCE_FEATURES]])
+
+
+def official_script_share(text: str) -> float:
+    """Share of the letters of `text` in the scripts the official languages use (1.0 without letters)."""
+    letters = [c for c in text if c.isalpha()]
+    if not letters:
+        return 1.0
+    return sum(unicodedata.name(c, "").startswith(OFFICIAL_SCRIPTS) for c in letters) / len(letters)
 
 
 class AbstentionPolicy:
-    def __init__(self, min_similarity: float = 0.42):
-        if not 0 <= min_similarity < 1:
-            raise ValueError("min_similarity is a cosine similarity in [0, 1)")
-        self.min_similarity = min_similarity
+    def __init__(self, store: ProvisionStore, model: AbstentionModel, strictness: Strictness = Strictness.EXTRACTIVE,
+                 embedding_model: str | None = None):
+        if embedding_model is not None and embedding_model != model.embedding_model:
+            raise ModelMismatch(
+                f"The abstention model was trained with the embedding model {model.embedding_model!r}, not "
+                f"{embedding_model!r}; train one for it with: python -m evals.train_abstention")
+        self.store = store
+        self.model = model
+        self.strictness = strictness
+        self.threshold = model.thresholds[strictness.value]
 
-    def decide(self, question: str, retrieval: Retrieval) -> Decision:
+    def with_strictness(self, strictness: Strictness) -> AbstentionPolicy:
+        return AbstentionPolicy(self.store, self.model, strictness)
+
+    def decide(self, question: str, retrieval: Retrieval) -> Abstention | None:
+        """None: answer it. Otherwise the reason it is declined."""
+        missing = missing_provisions(question, self.store.structure, self.store.point_labels(retrieval.lang))
+        if missing:
+            return Abstention(AbstentionReason.NO_SUCH_PROVISION, tuple(missing))
         if retrieval.referenced:
-            return Decision(False, "names a provision")
-        for kind, pattern in _OUT_OF_SCOPE.items():
-            if pattern.search(question):
-                return Decision(True, f"asks about {kind}")
-        if not retrieval.passages:
-            return Decision(True, "nothing retrieved")
-        if retrieval.similarity is not None and retrieval.similarity < self.min_similarity:
-            return Decision(True, f"nothing in the Regulation is close ({retrieval.similarity:.2f} < {self.min_similarity})")
-        return Decision(False, "close enough to the Regulation")
+            return None
+        if official_script_share(question) < MIN_OFFICIAL_SCRIPT_SHARE:
+            return Abstention(AbstentionReason.UNSUPPORTED_LANGUAGE)
+        if retrieval.evidence is None or not retrieval.passages:
+            return Abstention(AbstentionReason.NOT_COVERED)
+        values = features(retrieval)
+        if self.model.answerable(values) >= self.threshold:
+            return None
+        return Abstention(self.reason(values))
+
+    def reason(self, values: np.ndarray) -> AbstentionReason:
+        """The reason of the most likely kind of unanswerable question, if the classifier is fairly sure of it."""
+        probabilities = self.model.category_probabilities(values)
+        category = max(probabilities, key=probabilities.get)
+        if probabilities[category] < MIN_REASON_SHARE:
+            return AbstentionReason.NOT_COVERED
+        return REASONS.get(category, AbstentionReason.NOT_COVERED)

@@ -102,8 +102,20 @@ class AuditLog:
     def record_answer(self, answer: Answer, asker: Asker, latency_ms: float) -> None:
         self._write(_INSERT_ANSWER, lambda: self._answer_row(answer, asker, latency_ms), answer.request_id)
 
-    def record_feedback(self, request_id: str, helpful: bool, asker: Asker) -> None:
+    def record_feedback(self, request_id: str, helpful: bool, asker: Asker) -> bool:
+        """Record a 👍/👎 for an answer in the trail; False (nothing recorded) when no answer has that id."""
+        try:
+            with self._lock:
+                known = self._connection().execute(
+                    "SELECT 1 FROM answers WHERE request_id = ? LIMIT 1", (request_id,)).fetchone() is not None
+        except Exception as exc:
+            log.error("audit read failed: %s", exc, extra={"request_id": request_id, "audit_path": str(self.path)})
+            known = True  # unknown either way: keep the feedback rather than lose it
+        if not known:
+            log.warning("feedback for an unknown answer %s not recorded", request_id)
+            return False
         self._write(_INSERT_FEEDBACK, lambda: self._feedback_row(request_id, helpful, asker), request_id)
+        return True
 
     def count_answers(self) -> int:
         with self._lock:
@@ -124,7 +136,7 @@ class AuditLog:
         citations = [{"label": c.label, "quote": c.quote, "url": c.url, "kind": c.kind} for c in answer.citations]
         return (answer.request_id, _timestamp(self.clock()), asker.platform, asker.workspace, asker.channel,
                 asker.user, answer.question, json.dumps(retrieved, ensure_ascii=False),
-                json.dumps(citations, ensure_ascii=False), int(answer.abstained), answer.mode, float(latency_ms))
+                json.dumps(citations, ensure_ascii=False), int(answer.abstained), answer.mode.value, float(latency_ms))
 
     def _feedback_row(self, request_id: str, helpful: bool, asker: Asker) -> tuple:
         return request_id, _timestamp(self.clock()), asker.platform, asker.workspace, asker.user, int(helpful)

@@ -196,7 +196,7 @@ class DocumentLibrary:
             passages.append(Passage(
                 source_id=f"doc:{doc.record.upload_id}:{stored.chunk.chunk_id}",
                 label=_label(doc.record.filename, stored.chunk), text=stored.chunk.text, url="",
-                lang=stored.lang, score=float(scores[i]), kind=_KIND,
+                lang=stored.lang, score=float(scores[i]), kind=_KIND, title=stored.chunk.heading or "",
             ))
         return passages
 

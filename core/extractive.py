@@ -9,8 +9,7 @@ import re
 from collections.abc import Sequence
 
 from core.followup import contextualise
-from core.models import Mode, Passage, Turn
-from core.provisions import ProvisionStore
+from core.models import Mode, Notice, Passage, Turn
 from core.retrieval import Retrieval
 from core.text import tokenize
 from core.verify import Draft, DraftStatement
@@ -23,32 +22,25 @@ MAX_DOCUMENT_QUOTES = 2
 
 
 class ExtractiveGenerator:
-    mode: Mode = "extractive"
+    mode = Mode.EXTRACTIVE
 
-    def __init__(self, store: ProvisionStore, max_provisions: int = 3, runner_up_ratio: float = 0.85):
+    def __init__(self, max_provisions: int = 3, runner_up_ratio: float = 0.85):
         if max_provisions < 1:
             raise ValueError("max_provisions must be >= 1")
         if not 0 < runner_up_ratio <= 1:
             raise ValueError("runner_up_ratio must be in (0, 1]")
-        self.store = store
         self.max_provisions = max_provisions
         self.runner_up_ratio = runner_up_ratio
 
     def standalone_question(self, question: str, history: Sequence[Turn]) -> str:
         return contextualise(question, history)
 
-    def generate(self, question: str, retrieval: Retrieval, history: Sequence[Turn] = ()) -> tuple[Draft, str | None]:
+    def generate(self, question: str, retrieval: Retrieval, history: Sequence[Turn] = ()) -> tuple[Draft, Notice | None]:
         chosen = self._choose(retrieval) + [p for p in retrieval.passages if p.kind == "document"][:MAX_DOCUMENT_QUOTES]
         terms = set(tokenize(f"{retrieval.query} {expand(retrieval.query) if retrieval.lang == 'en' else ''}",
                              retrieval.lang))
-        statements = []
-        for passage in chosen:
-            quote = best_span(passage.text, terms, passage.lang)
-            if passage.kind == "document":
-                heading = f"{passage.label} — your organisation's document"
-            else:
-                heading = f"{passage.label} — {self.store.get(passage.source_id, retrieval.lang).title}"
-            statements.append(DraftStatement(heading, (passage.source_id,), quote))
+        # No sentence of our own: the quote, under its provision's label and heading, is the answer.
+        statements = [DraftStatement(None, (p.source_id,), best_span(p.text, terms, p.lang)) for p in chosen]
         return Draft(tuple(statements)), None
 
     def _choose(self, retrieval: Retrieval) -> list[Passage]:

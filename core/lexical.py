@@ -75,16 +75,30 @@ class BM25:
 
     def scores(self, tokens: Sequence[str]) -> np.ndarray:
         """BM25 of every document for the query `tokens` (a repeated token counts again, as in rank-bm25)."""
-        if not tokens or not len(self.terms):
-            return np.zeros(self.n_docs)
-        hashes = term_hashes(tokens)
-        at = np.minimum(np.searchsorted(self.terms, hashes), len(self.terms) - 1)
-        found = at[self.terms[at] == hashes]
+        positions = self._positions(tokens)
+        found = positions[positions >= 0]
         if not len(found):
             return np.zeros(self.n_docs)
         spans = [np.arange(self.offsets[i], self.offsets[i + 1]) for i in found]
         picked = np.concatenate(spans)
         return np.bincount(self.docs[picked], weights=self.weights[picked], minlength=self.n_docs)
+
+    def _positions(self, tokens: Sequence[str]) -> np.ndarray:
+        """Each token's index in `terms`, -1 where it is not indexed."""
+        if not tokens or not len(self.terms):
+            return np.full(len(tokens), -1)
+        hashes = term_hashes(tokens)
+        at = np.minimum(np.searchsorted(self.terms, hashes), len(self.terms) - 1)
+        return np.where(self.terms[at] == hashes, at, -1)
+
+    def known(self, tokens: Sequence[str]) -> np.ndarray:
+        """Which tokens occur anywhere in the indexed documents."""
+        return self._positions(tokens) >= 0
+
+    def in_document(self, tokens: Sequence[str], doc: int) -> np.ndarray:
+        """Which tokens occur in document `doc`."""
+        return np.array([i >= 0 and doc in self.docs[self.offsets[i]:self.offsets[i + 1]]
+                         for i in self._positions(tokens)], dtype=bool)
 
     def arrays(self, prefix: str) -> dict[str, np.ndarray]:
         return {f"{prefix}.terms": self.terms, f"{prefix}.offsets": self.offsets, f"{prefix}.docs": self.docs,

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 from core.extractive import ExtractiveGenerator
 from core.followup import is_follow_up
-from core.models import Mode, Turn
+from core.models import Mode, Notice, Turn
 from core.retrieval import Retrieval
 from core.verify import Draft, DraftStatement
 
@@ -33,7 +33,6 @@ Reply with one JSON object and nothing else:
 CONDENSE_PROMPT = """Rewrite the user's last question as one standalone question, using the earlier turns only to fill in what it leaves implicit.
 Reply with the rewritten question only, in the question's language. Do not answer it."""
 
-FALLBACK_NOTICE = "The language model was unavailable, so this answer quotes the Regulation directly."
 
 
 class MalformedOutput(ValueError):
@@ -84,7 +83,7 @@ def _is_rate_limit(exc: Exception) -> bool:
 
 
 class GroqGenerator:
-    mode: Mode = "llm"
+    mode = Mode.LLM
 
     def __init__(self, chat_model, fallback: ExtractiveGenerator, *, max_rate_limit_retries: int = 3,
                  max_wait_s: float = 20.0, sleep: Callable[[float], None] = time.sleep):
@@ -106,7 +105,7 @@ class GroqGenerator:
             return self.fallback.standalone_question(question, history)
         return content.strip().splitlines()[0] if content.strip() else question
 
-    def generate(self, question: str, retrieval: Retrieval, history: Sequence[Turn]) -> tuple[Draft, str | None]:
+    def generate(self, question: str, retrieval: Retrieval, history: Sequence[Turn]) -> tuple[Draft, Notice | None]:
         messages = [("system", SYSTEM_PROMPT),
                     ("human", f"Sources:\n\n{sources_block(retrieval)}\n\nQuestion: {question}")]
         try:
@@ -118,7 +117,7 @@ class GroqGenerator:
         except Exception as exc:
             log.warning("LLM generation failed (%s: %s); extractive fallback", type(exc).__name__, str(exc)[:200])
             draft, _ = self.fallback.generate(question, retrieval, history)
-            return draft, FALLBACK_NOTICE
+            return draft, Notice.LLM_UNAVAILABLE
 
     def _invoke(self, messages, *, json_mode: bool) -> str:
         kwargs = {"response_format": {"type": "json_object"}} if json_mode else {}

@@ -1,13 +1,15 @@
 """The typed things that travel between corpus, core and adapters."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Literal
 
+from core.references import NoSuchProvision
 from corpus.provision import Provision
 
 SourceKind = Literal["regulation", "document"]
-Mode = Literal["extractive", "llm"]
 
 
 @dataclass(frozen=True)
@@ -21,26 +23,68 @@ class Passage:
     lang: str
     score: float
     kind: SourceKind = "regulation"
+    title: str = ""  # the provision's heading, or the document section's heading ("" if none)
 
 
 @dataclass(frozen=True)
 class Citation:
-    """A verified quote: `quote` occurs in the stored text of `source_id`."""
+    """A verified quote: `quote` occurs in the stored text of `source_id`; label, title and link come from the
+    corpus or the document library, never from a model."""
 
     source_id: str
-    label: str
+    label: str  # "Art. 33(1)", "Retention.pdf, p. 2"
     quote: str
     url: str
     lang: str
     kind: SourceKind = "regulation"
+    title: str = ""  # the provision's heading, or the document section's heading ("" if none)
 
 
 @dataclass(frozen=True)
 class Statement:
-    """One sentence of the answer and the citations (indexes into Answer.citations) it rests on."""
+    """One point of the answer and the verified citations it rests on. `text` is the model's own sentence,
+    shown only once verified against its quote; None where the quote speaks for itself (extractive answers,
+    or a model sentence that could not be checked)."""
 
-    text: str
-    citations: tuple[int, ...]
+    text: str | None
+    citations: tuple[Citation, ...]
+
+
+class AbstentionReason(Enum):
+    """Why an answer is declined: a value each adapter words in its own way."""
+
+    NO_SUCH_PROVISION = "no-such-provision"  # names an article, paragraph or point the Regulation does not have
+    NOT_COVERED = "not-covered"  # nothing in the Regulation answers it (the generic reason)
+    NATIONAL_LAW = "national-law"  # a Member State's own rule
+    PUBLISHED_ELSEWHERE = "published-elsewhere"  # a list or register the Commission, Board or authorities keep
+    CASE_LAW_OR_GUIDANCE = "case-law-or-guidance"
+    OTHER_LAW = "other-law"
+    FACTS_AND_FIGURES = "facts-and-figures"  # events, statistics, who holds an office
+    PRODUCTS_AND_IT = "products-and-it"
+    DRAFTING = "drafting"
+    MISUSE = "misuse"
+    OFF_TOPIC = "off-topic"
+    OPINION = "opinion"
+    UNSUPPORTED_LANGUAGE = "unsupported-language"  # written in a language the Regulation is not published in
+
+
+@dataclass(frozen=True)
+class Abstention:
+    reason: AbstentionReason
+    missing: tuple[NoSuchProvision, ...] = ()  # for NO_SUCH_PROVISION: each reference and what exists instead
+
+
+class Notice(Enum):
+    """Something the asker should know about how the answer was made."""
+
+    LLM_UNAVAILABLE = "llm-unavailable"  # the model failed: the Regulation is quoted directly
+    LLM_UNVERIFIED = "llm-unverified"  # none of the model's statements survived verification: quoted directly
+    ONLY_DOCUMENTS = "only-documents"  # the Regulation does not cover it: what follows is the organisation's
+
+
+class Mode(Enum):
+    EXTRACTIVE = "extractive"
+    LLM = "llm"
 
 
 @dataclass(frozen=True)
@@ -63,50 +107,29 @@ class Asker:
 
 @dataclass(frozen=True)
 class Answer:
+    """What the core returns: values only, no wording. `abstention` set: declined, and why."""
+
     question: str
-    abstained: bool
     statements: tuple[Statement, ...]
-    citations: tuple[Citation, ...]
     retrieved: tuple[Passage, ...]
     mode: Mode
     request_id: str
-    related: tuple[Passage, ...] = ()
-    notice: str | None = None  # e.g. "The language model was unavailable; extractive answer shown."
-    timings_ms: dict[str, float] = field(default_factory=dict)
+    abstention: Abstention | None = None
+    related: tuple[Passage, ...] = ()  # shown with a declined answer, as related provisions (not an answer)
+    notices: tuple[Notice, ...] = ()
+    timings_ms: Mapping[str, float] = field(default_factory=dict)
 
     @property
-    def text(self) -> str:
-        """Plain-text rendering: each statement with its verified quotes; related provisions last."""
-        lines: list[str] = []
-        for statement in self.statements:
-            lines.append(statement.text)
-            for i in statement.citations:
-                citation = self.citations[i]
-                lines.append(f"  > “{citation.quote}” ({citation.label})")
-        if self.related:
-            lines.append("Related provisions (not an answer): " + ", ".join(p.label for p in self.related))
-        if self.notice:
-            lines.append(self.notice)
-        return "\n".join(lines)
+    def abstained(self) -> bool:
+        return self.abstention is not None
 
-    def to_json(self) -> dict:
-        return {
-            "request_id": self.request_id,
-            "question": self.question,
-            "abstained": self.abstained,
-            "answer": self.text,
-            "citations": [
-                {"provision": c.label, "quote": c.quote, "url": c.url, "lang": c.lang, "kind": c.kind}
-                for c in self.citations
-            ],
-            "related": [{"provision": p.label, "url": p.url} for p in self.related],
-            "retrieved": [{"provision": p.label, "score": round(p.score, 4)} for p in self.retrieved],
-            "mode": self.mode,
-            "notice": self.notice,
-            "timings_ms": {k: round(v, 1) for k, v in self.timings_ms.items()},
-        }
+    @property
+    def citations(self) -> tuple[Citation, ...]:
+        """Every citation of the answer, once, in the order the statements cite them."""
+        return tuple(dict.fromkeys(c for s in self.statements for c in s.citations))
 
 
 __all__ = [
-    "Answer", "Asker", "Citation", "Mode", "Passage", "Provision", "SourceKind", "Statement", "Turn",
+    "Abstention", "AbstentionReason", "Answer", "Asker", "Citation", "Mode", "Notice", "Passage", "Provision",
+    "SourceKind", "Statement", "Turn",
 ]

@@ -22,6 +22,7 @@ from core.models import Passage, Provision
 from core.provisions import ProvisionStore
 from core.references import Reference, find_references, referenced_provisions
 from core.rerank import Reranker
+from core.text import tokenize
 from core.vocabulary import expand
 
 FUSIONS = ("zsum", "rrf")
@@ -98,15 +99,46 @@ class RetrievalConfig:
 
 
 @dataclass(frozen=True)
+class Reading:
+    """Everything retrieval measured about one question: its English reading, the embedding of that reading
+    (None where the language's weights use no embedding) and every signal's score of every provision."""
+
+    english: str
+    vector: np.ndarray | None
+    signals: dict[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """How close the question is to the Regulation, for the decision to answer or decline (core.abstain)."""
+
+    vector: np.ndarray | None  # the embedding of the question's English reading
+    similarity_text: float  # best cosine similarity to a provision's text (0 without an embedding)
+    similarity_guide: float  # to a guide line
+    similarity_title: float  # to an article heading
+    top_score: float  # fused score of the first provision
+    margin: float  # and how far ahead of the second it is
+    tokens: int  # the question's BM25 tokens
+    known_share: float  # share of them found anywhere in the provisions or the guide of its language
+    top_share: float  # share of them found in the first provision or its guide entry
+
+
+@dataclass(frozen=True)
 class Retrieval:
     query: str  # what was searched: the question, made standalone when it was a follow-up
     lang: str
     passages: tuple[Passage, ...]
     referenced: tuple[str, ...]  # provision ids the question names explicitly
-    # Best cosine similarity of the question to any provision text or guide line: how close the question
-    # is to anything the Regulation is about. None where the language's fusion does not embed the question.
-    similarity: float | None = None
+    evidence: Evidence | None = None
     timings_ms: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def similarity(self) -> float | None:
+        """Best cosine similarity of the question to any provision text or guide line: how close it is to
+        anything the Regulation is about (None without an embedding)."""
+        if self.evidence is None or self.evidence.vector is None:
+            return None
+        return max(self.evidence.similarity_text, self.evidence.similarity_guide)
 
 
 # At most this many words besides its references, and a question is about the provisions it names.
@@ -159,11 +191,10 @@ class Retriever:
         references = find_references(query)
         referenced = referenced_provisions(query, self.store.structure)
         timings: dict[str, float] = {}
-        signals = self.signals(query, lang, timings, referenced)
-        similarity = (float(max(signals["dense"].max(), signals["guide_dense"].max()))
-                      if "dense" in signals and "guide_dense" in signals else None)
-        scores = self.fuse(signals, lang)
+        reading = self.read(query, lang, timings, referenced)
+        scores = self.fuse(reading.signals, lang)
         order = list(np.argsort(-scores, kind="stable"))
+        evidence = self._evidence(query, lang, reading, scores, order)
         ids = self.store.ids
         ranked = [(ids[i], float(scores[i])) for i in order]
         t = time.perf_counter()
@@ -174,9 +205,23 @@ class Retriever:
             # A longer one may name a provision in passing, so there the reference is one signal among others.
             top = ranked[0][1] + 1.0
             ranked = [(pid, top) for pid in referenced] + [(pid, s) for pid, s in ranked if pid not in referenced]
-        passages = tuple(self._passage(self.store.get(pid, lang), score) for pid, score in ranked[:k])
+        passages = tuple(self.passage(self.store.get(pid, lang), score) for pid, score in ranked[:k])
         timings["total"] = (time.perf_counter() - started) * 1000
-        return Retrieval(query, lang, passages, tuple(referenced), similarity, timings)
+        return Retrieval(query, lang, passages, tuple(referenced), evidence, timings)
+
+    def _evidence(self, query: str, lang: str, reading: Reading, scores: np.ndarray, order: list[int]) -> Evidence:
+        signals = reading.signals
+        tokens = tokenize(query, lang)
+        native, guide = self.lexical.language(lang), self.lexical.guide(lang)
+        known = native.words.known(tokens)
+        top = native.words.in_document(tokens, order[0])
+        if guide is not None:
+            known |= guide.words.known(tokens)
+            top |= guide.words.in_document(tokens, order[0])
+        share = (lambda found: float(found.mean())) if tokens else (lambda found: 0.0)
+        best = (lambda name: float(signals[name].max())) if reading.vector is not None else (lambda name: 0.0)
+        return Evidence(reading.vector, best("dense"), best("guide_dense"), best("title"), float(scores[order[0]]),
+                        float(scores[order[0]] - scores[order[1]]), len(tokens), share(known), share(top))
 
     def english_reading(self, query: str, lang: str) -> str:
         """The question in English words: itself, or its word-by-word rendering through the language's lexicon."""
@@ -186,16 +231,20 @@ class Retriever:
     def weights(self, lang: str) -> Weights:
         return self.config.english if lang == "en" else self.config.other
 
-    def signals(self, query: str, lang: str, timings: dict[str, float] | None = None,
-                referenced: list[str] | None = None) -> dict[str, np.ndarray]:
-        """Every raw score of every provision for `query`, by signal name (see Weights), for the signals the
-        language's weights use."""
+    def signals(self, query: str, lang: str) -> dict[str, np.ndarray]:
+        """Every raw score of every provision for `query`, by signal name (see Weights)."""
+        return self.read(query, lang).signals
+
+    def read(self, query: str, lang: str, timings: dict[str, float] | None = None,
+             referenced: list[str] | None = None) -> Reading:
+        """The question's English reading, its embedding, and the signals the language's weights use."""
         timings = {} if timings is None else timings
         c = self.config
         weights = self.weights(lang)
         expansion = expand(query) if c.vocabulary and lang == "en" else ""
         found: dict[str, np.ndarray] = {}
         english = self.english_reading(query, lang)
+        vector = None
 
         if weights.embeds:
             t = time.perf_counter()
@@ -233,7 +282,7 @@ class Retriever:
         named = referenced_provisions(query, self.store.structure) if referenced is None else referenced
         found["referenced"] = np.zeros(len(self.store.ids))
         found["referenced"][[self.store.position[pid] for pid in named]] = 1.0
-        return found
+        return Reading(english, vector, found)
 
     def fuse(self, signals: dict[str, np.ndarray], lang: str) -> np.ndarray:
         c = self.config
@@ -254,6 +303,7 @@ class Retriever:
         return best[self._articles]
 
     @staticmethod
-    def _passage(provision: Provision, score: float) -> Passage:
-        return Passage(provision.id, provision.id, provision.text, provision.url, provision.lang, score)
+    def passage(provision: Provision, score: float) -> Passage:
+        return Passage(provision.id, provision.id, provision.text, provision.url, provision.lang, score,
+                       title=provision.title)
 

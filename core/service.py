@@ -1,7 +1,8 @@
 """The one entry point adapters call: `AnswerService.ask()`.
 
-Adapters depend only on this protocol and the dataclasses in `core.models`, so tests can hand them
-a fake service and the real one can grow (audit trail, fair use) without touching any adapter.
+Adapters depend only on this protocol and the dataclasses in `core.models`, so tests can hand them a fake
+service and the real one can grow (audit trail, fair use) without touching any adapter. A question that is
+not answered raises a `QuestionRejected` subclass carrying values; each adapter words it.
 """
 from __future__ import annotations
 
@@ -11,20 +12,24 @@ from core.models import Answer, Asker, Turn
 
 
 class QuestionRejected(Exception):
-    """The question is not answered, for a reason the user must be told (`str(exc)` is that reason)."""
+    """The question is not answered, for a reason the user must be told (the subclass says which)."""
+
+
+class EmptyQuestion(QuestionRejected):
+    pass
 
 
 class RateLimited(QuestionRejected):
     def __init__(self, retry_after_s: float):
+        super().__init__(f"rate limited for {retry_after_s:.1f} s")
         self.retry_after_s = retry_after_s
-        super().__init__(
-            f"You're asking faster than I can fairly answer everyone. Please try again in {max(1, round(retry_after_s))} s."
-        )
 
 
 class QuestionTooLong(QuestionRejected):
     def __init__(self, length: int, limit: int):
-        super().__init__(f"That message is {length} characters long; please keep questions under {limit} characters.")
+        super().__init__(f"{length} characters, over the limit of {limit}")
+        self.length = length
+        self.limit = limit
 
 
 class AnswerService(Protocol):
@@ -32,6 +37,6 @@ class AnswerService(Protocol):
         """Answer `question` (with its thread's earlier turns). Raises QuestionRejected subclasses."""
         ...
 
-    def record_feedback(self, request_id: str, *, helpful: bool, asker: Asker) -> None:
-        """Attach a 👍 (helpful=True) or 👎 to the answer with `request_id`."""
+    def record_feedback(self, request_id: str, *, helpful: bool, asker: Asker) -> bool:
+        """Attach a 👍 (helpful=True) or 👎 to the answer with `request_id`; False when no answer has that id."""
         ...

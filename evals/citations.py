@@ -45,7 +45,7 @@ def _adversarial_reply(kind: str, answer) -> Reply:
 
 def evaluate_citations(components, questions: list[Question], adversarial_sample: int = 40) -> dict:
     store = components.store
-    extractive = Assistant(components.retriever, ExtractiveGenerator(store))
+    extractive = Assistant(components.retriever, ExtractiveGenerator())
     shown = verbatim = retrieved = 0
     for q in questions:
         answer = extractive.ask(q.question)
@@ -60,7 +60,7 @@ def evaluate_citations(components, questions: list[Question], adversarial_sample
         for q in sample:
             reference = extractive.ask(q.question)
             with FakeLLM([_adversarial_reply(kind, reference)]) as llm:
-                generator = GroqGenerator(chat_groq("adversary", "fake", llm.url, 5.0), ExtractiveGenerator(store))
+                generator = GroqGenerator(chat_groq("adversary", "fake", llm.url, 5.0), ExtractiveGenerator())
                 answer = Assistant(components.retriever, generator).ask(q.question)
             counts = _check(answer, store)
             shown, verbatim, retrieved = shown + counts[0], verbatim + counts[1], retrieved + counts[2]

@@ -21,6 +21,7 @@ RETRIEVAL_SETS = {
     "outside": OUTSIDE / "goreason-gdpr.jsonl",
 }
 ABSTENTION_SET = DATA / "abstention.jsonl"
+ABSTENTION_TRAINING = DATA / "abstention_train.jsonl"  # training material only: every row is in the train split
 SPLITS = ("train", "dev", "test")
 
 

@@ -35,7 +35,7 @@ def documents(components):
 
 def ask(components, documents, replies):
     with FakeLLM(replies) as llm:
-        generator = GroqGenerator(chat_groq("key", "model", llm.url, 5.0), ExtractiveGenerator(components.store))
+        generator = GroqGenerator(chat_groq("key", "model", llm.url, 5.0), ExtractiveGenerator())
         answer = Assistant(components.retriever, generator, documents=documents).ask(QUESTION, asker=ASKER)
         return answer, llm.requests
 

@@ -21,7 +21,7 @@ def ask(components):
     def ask_with(replies, timeout_s=5.0, question=QUESTION):
         with FakeLLM(replies) as llm:
             chat = chat_groq("test-key", "llama-test", llm.url, timeout_s)
-            generator = GroqGenerator(chat, ExtractiveGenerator(components.store), sleep=sleeps.append)
+            generator = GroqGenerator(chat, ExtractiveGenerator(), sleep=sleeps.append)
             answer = Assistant(components.retriever, generator).ask(question)
             return answer, llm, sleeps
 
