@@ -81,11 +81,8 @@ class AbstentionModel:
                    data["embedding_model"])
 
     def to_json(self) -> dict:
-        def rounded(a: np.ndarray) -> list:
-            return np.round(a, 6).tolist()
-
-        return {"mean": rounded(self.mean), "scale": rounded(self.scale), "decision": rounded(self.decision),
-                "categories": list(self.categories), "category_weights": rounded(self.category_weights),
+        return {"mean": self.mean.tolist(), "scale": self.scale.tolist(), "decision": self.decision.tolist(),
+                "categories": list(self.categories), "category_weights": self.category_weights.tolist(),
                 "thresholds": self.thresholds, "embedding_model": self.embedding_model}
 
     def answerable(self, features: np.ndarray) -> float:

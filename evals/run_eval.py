@@ -88,30 +88,46 @@ def cmd_memory(args, components: Components) -> int:
 
 
 def evaluate_abstention(service, questions) -> dict:
-    answerable = [q for q in questions if q.is_answerable]
-    unanswerable = [q for q in questions if not q.is_answerable]
-    wrongly_refused = [q.id for q in answerable if service.ask(q.question).abstained]
-    missed = [q.id for q in unanswerable if not service.ask(q.question).abstained]
-    return {"n_unanswerable": len(unanswerable), "abstained_unanswerable": 1 - len(missed) / max(1, len(unanswerable)),
-            "n_answerable": len(answerable), "abstained_answerable": len(wrongly_refused) / max(1, len(answerable)),
-            "answered_unanswerable_ids": missed, "refused_answerable_ids": wrongly_refused}
+    """Per split and language group: unanswerable questions declined and answerable ones refused, with counts."""
+    rows = [(q, service.ask(q.question).abstained) for q in questions]
+    groups: dict[str, dict] = {}
+    for split in sorted({q.split or "all" for q, _ in rows}):
+        for lang, keep in (("en", lambda q: q.lang == "en"), ("other", lambda q: q.lang != "en"), ("all", lambda q: True)):
+            chosen = [(q, declined) for q, declined in rows if (q.split or "all") == split and keep(q)]
+            unanswerable = [declined for q, declined in chosen if not q.is_answerable]
+            answerable = [declined for q, declined in chosen if q.is_answerable]
+            if chosen:
+                groups[f"{split}/{lang}"] = {
+                    "unanswerable": len(unanswerable), "declined": sum(unanswerable),
+                    "answerable": len(answerable), "refused": sum(answerable),
+                    "refused_ids": [q.id for q, declined in chosen if q.is_answerable and declined],
+                    "answered_ids": [q.id for q, declined in chosen if not q.is_answerable and not declined]}
+    return groups
 
 
 def unlimited_service(components: Components):
     """The bot's answer pipeline without fair-use limits or audit rows: evals ask hundreds of questions at once."""
-    from core.assistant import Assistant
+    return components.assistant()
 
-    return Assistant(components.retriever, components.generator, max_question_chars=components.settings.max_question_chars)
+
+def _share(part: int, whole: int) -> str:
+    return f"{part / whole:6.1%} ({part}/{whole})" if whole else "     -"
 
 
 def cmd_abstention(args, components: Components) -> int:
-    questions = load_questions(args.questions or ABSTENTION_SET)[: args.limit]
-    result = evaluate_abstention(unlimited_service(components), questions)
+    sets = {"abstention": load_questions(args.questions or ABSTENTION_SET)[: args.limit]}
+    outside = RETRIEVAL_SETS["outside"]
+    if not args.questions and outside.is_file():
+        sets["outside"] = load_questions(outside)[: args.limit]
+    result = {name: evaluate_abstention(unlimited_service(components), qs) for name, qs in sets.items()}
     if args.json:
         print(json.dumps(result))
-    else:
-        print(f"unanswerable abstained: {result['abstained_unanswerable']:.3f} of {result['n_unanswerable']}")
-        print(f"answerable refused:     {result['abstained_answerable']:.3f} of {result['n_answerable']}")
+        return 0
+    print(f"{'set':<12}{'split/lang':<14}{'unanswerable declined':>26}{'answerable refused':>24}")
+    for name, groups in result.items():
+        for group, g in groups.items():
+            print(f"{name:<12}{group:<14}{_share(g['declined'], g['unanswerable']):>26}"
+                  f"{_share(g['refused'], g['answerable']):>24}")
     return 0
 
 

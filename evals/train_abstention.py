@@ -2,8 +2,9 @@
 
 Fitted on the train split of `evals/data/abstention.jsonl` and on `evals/data/abstention_train.jsonl` (training
 material only); the regularisation and the thresholds are chosen on the dev split; the test split is reported
-once and never used for a choice. Questions naming a provision that does not exist are left to the rule that
-declines them (core.abstain), so they are not training material. Writes `core/abstention_model.json` (or
+once and never used for a choice. Questions that name a provision are left to the rules that decide them
+(core.abstain: one naming an existing provision is answered, one naming a provision that does not exist is
+declined), so they are not training material. Writes `core/abstention_model.json` (or
 `--out`), the model the bot loads; tests/test_abstention.py checks it is the one this command produces.
 """
 from __future__ import annotations
@@ -21,10 +22,13 @@ from bot.settings import load_settings
 from bot.wiring import Components
 from core.abstain import MODEL_FILE, AbstentionModel, Strictness, features
 from core.embedding import quiet_model_loading
+from core.references import find_references
 from evals.metrics import ABSTENTION_SET, ABSTENTION_TRAINING, Question, load_questions
 
 RULE_CATEGORY = "nonexistent-provision"
 REGULARISATION = (0.1, 0.3, 1.0, 3.0)
+# Retraining on another machine may differ in the last digits of its arithmetic, not in what it decides.
+CHECK_TOLERANCE = 1e-3
 # Chosen on dev, below the bars (3% of answerable refused): extractive answers stop there; an LLM, which
 # says itself when its sources do not answer, is spared only what the classifier is sure of.
 MAX_REFUSED = {Strictness.EXTRACTIVE: 0.02, Strictness.LLM: 0.005}
@@ -45,6 +49,10 @@ def examples(components: Components, questions: Sequence[Question]) -> list[Exam
     return [Example(q, features(retriever.run(q.question))) for q in questions]
 
 
+def decided_by_rule(example: Example) -> bool:
+    return example.category == RULE_CATEGORY or bool(find_references(example.question.question))
+
+
 def fit(train: Sequence[Example], c: float, embedding_model: str) -> AbstentionModel:
     from sklearn.linear_model import LogisticRegression
 
@@ -63,20 +71,18 @@ def answerable_probability(model: AbstentionModel, examples_: Sequence[Example])
 
 
 def threshold(p: np.ndarray, answerable: np.ndarray, max_refused: float) -> float:
-    """The highest threshold (most declined) at which at most `max_refused` of the answerable are refused."""
-    candidates = np.unique(np.concatenate([[0.0], p[answerable] + 1e-9]))
-    best = 0.0
-    for t in candidates:
-        if (p[answerable] < t).mean() <= max_refused:
-            best = max(best, float(t))
-    return best
+    """The highest threshold (most declined: P(answerable) below it) at which at most `max_refused` of the
+    answerable are refused."""
+    return max(float(t) for t in np.unique(np.concatenate([[0.0], p[answerable]]))
+               if (p[answerable] < t).mean() <= max_refused)
 
 
 def scores(model: AbstentionModel, examples_: Sequence[Example], t: float) -> dict:
-    """Declined and refused shares (with counts), overall, in English and in the other languages. Questions
-    naming a provision that does not exist are declined by the rule."""
+    """Declined and refused shares (with counts), overall, in English and in the other languages, of the
+    classifier alone: the whole policy, rules included, is measured by `python -m evals.run_eval abstention`."""
+    examples_ = [e for e in examples_ if not decided_by_rule(e)]
     p = answerable_probability(model, examples_)
-    declined = (p < t) | np.array([e.question.category == RULE_CATEGORY for e in examples_])
+    declined = p < t
     answerable = np.array([e.question.is_answerable for e in examples_])
     english = np.array([e.question.lang == "en" for e in examples_])
     out = {}
@@ -94,9 +100,9 @@ def train(components: Components) -> tuple[AbstentionModel, dict]:
     by_split = {split: [e for e in data if e.question.split == split] for split in ("dev", "test")}
     extra_ids = {q.id for q in extra}
     training = [e for e in data if (e.question.split == "train" or e.question.id in extra_ids)
-                and e.category != RULE_CATEGORY]
+                and not decided_by_rule(e)]
     model_id = components.embedder.model_id
-    dev = [e for e in by_split["dev"] if e.category != RULE_CATEGORY]
+    dev = [e for e in by_split["dev"] if not decided_by_rule(e)]
     dev_answerable = np.array([e.question.is_answerable for e in dev])
 
     def dev_declined(m: AbstentionModel) -> float:
@@ -107,7 +113,7 @@ def train(components: Components) -> tuple[AbstentionModel, dict]:
     c = max(candidates, key=lambda value: dev_declined(candidates[value]))
     model = candidates[c]
     p = answerable_probability(model, dev)
-    thresholds = {s.value: round(threshold(p, dev_answerable, MAX_REFUSED[s]), 6) for s in Strictness}
+    thresholds = {s.value: threshold(p, dev_answerable, MAX_REFUSED[s]) for s in Strictness}
     model = replace(model, thresholds=thresholds)
     report = {"training_questions": len(training), "regularisation": c, "thresholds": thresholds,
               **{f"{split}_{s.value}": scores(model, by_split[split], thresholds[s.value])
@@ -118,10 +124,23 @@ def train(components: Components) -> tuple[AbstentionModel, dict]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m evals.train_abstention", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=MODEL_FILE)
+    parser.add_argument("--check", action="store_true",
+                        help=f"retrain and compare with --out instead of writing it: exit 1 if they differ by more "
+                             f"than {CHECK_TOLERANCE} in P(answerable) on any question")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     quiet_model_loading()
-    model, report = train(Components(load_settings()))
+    components = Components(load_settings())
+    model, report = train(components)
+    if args.check:
+        committed = AbstentionModel.load(args.out)
+        data = examples(components, load_questions(ABSTENTION_SET))
+        worst = max(abs(committed.answerable(e.features) - model.answerable(e.features)) for e in data)
+        same = worst <= CHECK_TOLERANCE and all(abs(committed.thresholds[k] - v) <= CHECK_TOLERANCE
+                                                 for k, v in model.thresholds.items())
+        print(f"{args.out}: {'matches' if same else 'differs from'} a model trained now "
+              f"(largest difference in P(answerable): {worst:.2g})")
+        return 0 if same else 1
     args.out.write_text(json.dumps(model.to_json()) + "\n", "utf-8")
     print(json.dumps(report, indent=None if args.json else 2))
     return 0
