@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from adapters import wording
-from adapters.conversation import (
+from adapters.intents import (
     AdminsOnly,
     Answered,
     Declined,
@@ -88,7 +88,7 @@ def _reply_text(reply: Reply) -> str:
     """The mrkdwn of a reply that is a single short message."""
     match reply:
         case Help():
-            return help_text()
+            return _help_text()
         case Rejected(reason=reason):
             return escape(wording.rejected(reason))
         case Failed(reference=reference, task=task, subject=subject):
@@ -116,7 +116,7 @@ def _reply_text(reply: Reply) -> str:
     raise TypeError(f"not a single-message reply: {reply!r}")
 
 
-def help_text() -> str:
+def _help_text() -> str:
     return "\n".join([f"*{wording.HELP_LEAD}* {wording.HELP_ABOUT}", *(f"• {p}" for p in wording.HELP["slack"])])
 
 
@@ -306,5 +306,5 @@ def _clip(text: str, limit: int) -> str:
 
 __all__ = [
     "FEEDBACK_DOWN", "FEEDBACK_UP", "MAX_BLOCKS", "MAX_MESSAGE_CHARS", "MAX_TEXT_CHARS", "SlackMessage", "escape",
-    "help_text", "render", "render_answer", "render_document_list", "render_text",
+    "render", "render_answer", "render_document_list", "render_text",
 ]
