@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from adapters import wording
-from adapters.conversation import (
+from adapters.intents import (
     AdminsOnly,
     Answered,
     Declined,
