@@ -54,14 +54,14 @@ _MARKUP = re.compile(r"([\\`*_~\[\]()<>#|{}!&])")
 _BULLET = re.compile(r"^(\s*)([-+])(?=\s)", re.MULTILINE)
 _NUMBERED = re.compile(r"^(\s*\d+)\.(?=\s)", re.MULTILINE)
 # Teams links bare URLs and addresses itself; a zero-width space after the scheme, "www" or "@" keeps them text.
-_AUTOLINK = re.compile(r"(?i)\b(https?|ftp|mailto|file|www)(?=[:.])|(?<=\w)(@)(?=\w)")
+_AUTOLINK = re.compile(r"(?i)\b(?:https?|ftp|file)(?=://)|\bmailto(?=:)|\bwww(?=\.)|(?<=\w)@(?=\w)")
 
 
 def escape(text: str) -> str:
     """User, model or document text made inert in Teams markdown: no emphasis, code, links, HTML, lists."""
     text = _MARKUP.sub(r"\\\1", text)
     text = _NUMBERED.sub(r"\1\\.", _BULLET.sub(r"\1\\\2", text))
-    return _AUTOLINK.sub(lambda m: (m.group(1) or m.group(2)) + "\u200b", text)
+    return _AUTOLINK.sub(lambda m: m.group(0) + "\u200b", text)
 
 
 def render(reply: Reply, *, with_card: bool) -> TeamsMessage:
