@@ -7,16 +7,8 @@ import re
 from adapters import wording
 from adapters.intents import AdminsOnly, AdminAction, Answered, Declined, Failed, Indexed, NoSuchDocument, Task
 from adapters.slack.inbound import to_plain
-from adapters.slack.render import (
-    FEEDBACK_DOWN,
-    FEEDBACK_UP,
-    MAX_BLOCKS,
-    MAX_TEXT_CHARS,
-    SlackMessage,
-    escape,
-    render,
-    render_text,
-)
+from adapters.slack.blocks import MAX_BLOCKS, MAX_TEXT_CHARS, SlackMessage
+from adapters.slack.render import FEEDBACK_DOWN, FEEDBACK_UP, escape, render, render_text
 from core.models import Abstention, AbstentionReason, Answer, Citation, Mode, Notice, Passage, Statement
 from core.references import Missing, NoSuchProvision, ProvisionRef
 from tests.fake_service import record

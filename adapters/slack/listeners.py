@@ -28,7 +28,8 @@ from adapters.pending import JournalUnavailable, PendingJournal
 from adapters.slack import inbound
 from adapters.slack.inbound import Thread
 from adapters.slack.outbox import Outbox
-from adapters.slack.render import FEEDBACK_DOWN, FEEDBACK_UP, SlackMessage, render
+from adapters.slack.blocks import SlackMessage
+from adapters.slack.render import FEEDBACK_DOWN, FEEDBACK_UP, render
 from adapters.slack.uploads import SlackFiles, share_in
 from core.models import Asker
 

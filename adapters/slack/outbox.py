@@ -19,7 +19,8 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 from adapters import wording
 from adapters.intents import Answered, Declined, Failed, Reply, Task
 from adapters.slack.inbound import Thread
-from adapters.slack.render import SlackMessage, render
+from adapters.slack.blocks import SlackMessage
+from adapters.slack.render import render
 
 logger = logging.getLogger(__name__)
 
