@@ -100,7 +100,7 @@ class Rejected:
 class Failed:
     reference: str  # shown to the user; the traceback is logged under it
     task: Task
-    subject: str = ""  # the file being indexed or removed
+    subject: str = ""  # what it was about: the file being indexed or removed, the answer given feedback
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,7 @@ HELP = {
     ),
     "cli": (
         "Type a question; follow-up questions keep the conversation's context.",
-        "`docs` lists the organisation's documents; `forget <file name>` removes one.",
+        "Your organisation's documents are added, listed and removed in Slack or Teams.",
         "An empty line or Ctrl-D quits.",
     ),
 }
