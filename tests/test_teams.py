@@ -161,6 +161,19 @@ def test_personal_chat_follow_up_gets_the_earlier_turn() -> None:
     asyncio.run(scenario())
 
 
+def test_a_redelivered_message_is_answered_once() -> None:
+    async def scenario() -> None:
+        async with running_bot() as bot:
+            activity = personal_message(bot.connector.url, "When must a breach be notified?", "p7")
+            assert (await bot.post(activity)).status == 200
+            assert (await bot.post(activity)).status == 200  # the connector retries when an answer is slow
+            await bot.answer(PERSONAL_CHAT)
+            await bot.connector.assert_no_more(lambda a: a.type == "message", count=1)
+            assert len(bot.service.asked) == 1
+
+    asyncio.run(scenario())
+
+
 def test_feedback_invoke_is_recorded_for_the_answer() -> None:
     async def scenario() -> None:
         async with running_bot() as bot:
