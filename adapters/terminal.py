@@ -1,38 +1,80 @@
 """The terminal: plain-text and JSON answers, a batch of questions from stdin, an interactive chat."""
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TextIO
 
 from adapters import wording
-from core.models import Answer, Asker, Statement, Turn
-from core.service import AnswerService, QuestionRejected
+from adapters.intents import (
+    AdminsOnly,
+    Answered,
+    Declined,
+    DocumentList,
+    Failed,
+    FeedbackNotFound,
+    FeedbackRecorded,
+    FileNameMissing,
+    Forgotten,
+    Help,
+    Indexed,
+    Message,
+    NoSuchDocument,
+    NotDownloaded,
+    Rejected,
+    Reply,
+    UploadRefused,
+    UploadsDisabled,
+    no_history,
+)
+from adapters.conversation import Conversation
+from adapters.plain import render_plain
+from core.models import Answer, Asker
+
+CHAT_THREAD = "terminal"
 
 
-def render_plain(answer: Answer) -> str:
-    """Each statement with its verified quotes and links; a declined answer says why; notices last."""
-    lines: list[str] = []
-    if answer.abstention is not None:
-        lines.append(f"{wording.DECLINED_HEADER}: {wording.declined(answer.abstention.reason, answer.abstention.missing)}")
-    for statement in answer.statements:
-        lines += _statement_lines(statement)
-    if answer.related:
-        lines.append(f"{wording.RELATED_HEADER} " + ", ".join(f"{p.label} <{p.url}>" for p in answer.related))
-    lines += [f"({wording.NOTICES[n]})" for n in answer.notices]
-    lines.append(wording.SOURCE_LINE)
-    return "\n".join(lines)
-
-
-def _statement_lines(statement: Statement) -> list[str]:
-    lines = [] if statement.text is None else [statement.text]
-    for citation in statement.citations:
-        heading = f"{citation.label} — {citation.title}" if citation.title else citation.label
-        if citation.kind == "document":
-            heading += f" ({wording.DOCUMENTS_HEADER.lower()})"
-        lines += [heading, f"    “{citation.quote}”"] + ([f"    {citation.url}"] if citation.url else [])
-    return lines
+def render(reply: Reply) -> str:
+    """Any reply as the terminal prints it."""
+    match reply:
+        case Answered(answer=answer) | Declined(answer=answer):
+            return render_plain(answer) + "\n"
+        case Help():
+            return "\n".join([f"{wording.HELP_LEAD} {wording.HELP_ABOUT}", *(f"- {p}" for p in wording.HELP["cli"])])
+        case DocumentList(records=()):
+            return wording.NO_DOCUMENTS["cli"]
+        case DocumentList(records=records):
+            lines = [f"- {wording.document_line(r.filename, r.pages, r.passages, r.uploader, r.uploaded_at[:10])}"
+                     for r in records]
+            return "\n".join([f"{wording.DOCUMENTS_HEADER} {wording.documents_header(len(records), 'cli')}", *lines])
+        case Rejected(reason=reason):
+            return wording.rejected(reason)
+        case Failed(reference=reference, task=task, subject=subject):
+            return wording.apology(reference, task.value, subject)
+        case Forgotten(record=record):
+            return wording.forgotten(record.filename)
+        case NoSuchDocument(filename=filename):
+            return wording.no_such_document(filename)
+        case AdminsOnly(action=action):
+            return wording.admins_only(action.value)
+        case Indexed(record=record):
+            return wording.indexed(record.filename, record.pages, record.passages)
+        case UploadRefused(reason=reason):
+            return reason
+        case NotDownloaded(filename=filename):
+            return wording.not_downloaded(filename, "cli")
+        case FileNameMissing():
+            return wording.FILE_NAME_MISSING
+        case UploadsDisabled():
+            return wording.UPLOADS_DISABLED
+        case FeedbackRecorded():
+            return wording.FEEDBACK_RECORDED
+        case FeedbackNotFound():
+            return wording.FEEDBACK_NOT_FOUND
+    raise TypeError(f"not a reply: {reply!r}")
 
 
 def answer_json(answer: Answer) -> dict:
@@ -64,9 +106,15 @@ def stdin_lines(stream: TextIO = sys.stdin) -> Iterator[str | NotText]:
             yield NotText(f"line {number} is not UTF-8 text; skipped")
 
 
-def answer_lines(service: AnswerService, questions: Iterable[str | NotText], asker: Asker, as_json: bool,
+def answer_lines(conversation: Conversation, questions: Iterable[str | NotText], asker: Asker, as_json: bool,
                  out: TextIO = sys.stdout) -> int:
-    """Every line answered, in order: the terminal is the operator's, so no line is ever refused for fair use."""
+    """Every line answered as a question of its own, in order: the terminal is the operator's, so no line is
+    ever refused for fair use."""
+    return asyncio.run(_answer_lines(conversation, questions, asker, as_json, out))
+
+
+async def _answer_lines(conversation: Conversation, questions: Iterable[str | NotText], asker: Asker, as_json: bool,
+                        out: TextIO) -> int:
     for question in questions:
         if isinstance(question, NotText):
             print(json.dumps({"question": None, "error": str(question)}) if as_json else str(question), file=out,
@@ -74,34 +122,38 @@ def answer_lines(service: AnswerService, questions: Iterable[str | NotText], ask
             continue
         if not question.strip():
             continue
-        try:
-            answer = service.ask(question, asker=asker)
-        except QuestionRejected as exc:
-            reply = wording.rejected(exc)
-            print(json.dumps({"question": question, "error": reply}, ensure_ascii=False) if as_json else reply,
-                  file=out, flush=True)
-            continue
-        print(json.dumps(answer_json(answer), ensure_ascii=False) if as_json else render_plain(answer) + "\n",
-              file=out, flush=True)
+        reply = await conversation.answer(Message(question, asker, CHAT_THREAD, history=no_history))
+        if not as_json:
+            print(render(reply), file=out, flush=True)
+        elif isinstance(reply, (Answered, Declined)):
+            print(json.dumps(answer_json(reply.answer), ensure_ascii=False), file=out, flush=True)
+        else:
+            print(json.dumps({"question": question, "error": render(reply)}, ensure_ascii=False), file=out, flush=True)
     return 0
 
 
-def chat(service: AnswerService, asker: Asker) -> int:
-    history: list[Turn] = []
-    print("Ask about the GDPR (empty line or Ctrl-D to quit).")
+class _Printer:
+    def __init__(self, out: TextIO):
+        self._out = out
+
+    async def send(self, reply: Reply) -> None:
+        print(render(reply), file=self._out, flush=True)
+
+    def working(self, file_name: str | None = None) -> contextlib.AbstractAsyncContextManager[None]:
+        return contextlib.nullcontext()
+
+
+def chat(conversation: Conversation, asker: Asker, *, read: Callable[[str], str] = input,
+         out: TextIO = sys.stdout) -> int:
+    """Until an empty line or end of input; follow-ups keep the conversation's context."""
+    print("Ask about the GDPR (empty line or Ctrl-D to quit).", file=out)
+    printer = _Printer(out)
     while True:
         try:
-            question = input("you> ").strip()
+            text = read("you> ").strip()
         except EOFError:
-            print()
+            print(file=out)
             return 0
-        if not question:
+        if not text:
             return 0
-        try:
-            answer = service.ask(question, history=history, asker=asker)
-        except QuestionRejected as exc:
-            print(wording.rejected(exc))
-            continue
-        text = render_plain(answer)
-        print(text + "\n")
-        history += [Turn("user", question), Turn("assistant", text)]
+        asyncio.run(conversation.handle(Message(text, asker, CHAT_THREAD), printer))

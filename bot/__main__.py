@@ -22,7 +22,7 @@ def _parser() -> argparse.ArgumentParser:
     slack.add_argument("--port", type=int, default=3000)
     teams = commands.add_parser("teams", help="serve Microsoft Teams (Bot Framework) on /api/messages")
     teams.add_argument("--port", type=int, default=3978)
-    teams.add_argument("--host", default="127.0.0.1")
+    teams.add_argument("--host", default=None, help="default TEAMS_HOST, else 127.0.0.1")
     index = commands.add_parser("index", help="build the provision corpus and the search index")
     index.add_argument("--rebuild", action="store_true", help="re-embed even when the stored index is current")
     audit = commands.add_parser("audit", help="export the audit trail to stdout")

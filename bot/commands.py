@@ -6,8 +6,8 @@ import os
 import sys
 
 from adapters import terminal
-from bot.settings import Settings, SettingsError
-from bot.wiring import Components, NotReady
+from bot.settings import Settings, SettingsError, with_overrides
+from bot.wiring import Components, NotReady, slack_config, teams_config
 from core.abstain import ModelMismatch
 from core.embedding import ModelLoadError
 from core.models import Asker
@@ -20,6 +20,8 @@ class UserError(Exception):
 def dispatch(args: argparse.Namespace, settings: Settings) -> int:
     handlers = {"ask": ask, "chat": chat, "run": run, "slack": slack, "teams": teams, "index": index, "audit": audit}
     try:
+        if getattr(args, "host", None):
+            settings = with_overrides(settings, teams_host=args.host)
         return handlers[args.command](args, Components(settings))
     except (NotReady, ModelLoadError, ModelMismatch, SettingsError, FileNotFoundError) as exc:
         raise UserError(str(exc)) from None
@@ -34,12 +36,12 @@ def ask(args, components: Components) -> int:
         raise UserError("the question is empty")
     components.prepare()
     questions = [args.question] if args.question is not None else terminal.stdin_lines()
-    return terminal.answer_lines(components.operator_service, questions, _asker(), args.json)
+    return terminal.answer_lines(components.operator_conversation, questions, _asker(), args.json)
 
 
 def chat(args, components: Components) -> int:
     components.prepare()
-    return terminal.chat(components.operator_service, _asker())
+    return terminal.chat(components.operator_conversation, _asker())
 
 
 def run(args, components: Components) -> int:
@@ -48,23 +50,23 @@ def run(args, components: Components) -> int:
         args.port = args.port or 3000
         return slack(args, components)
     if settings.microsoft_app_id:
-        args.port, args.host = args.port or 3978, "0.0.0.0"
-        return teams(args, components)
+        # Credentials are set, so serving beyond loopback is allowed: a container's port is published.
+        args.port = args.port or 3978
+        return teams(args, Components(with_overrides(settings, teams_host="0.0.0.0")))
     if sys.stdin.isatty():
         return chat(args, components)
     components.prepare()
-    return terminal.answer_lines(components.operator_service, terminal.stdin_lines(), _asker(), as_json=False)
+    return terminal.answer_lines(components.operator_conversation, terminal.stdin_lines(), _asker(), as_json=False)
 
 
 def slack(args, components: Components) -> int:
     from adapters.slack import run_slack
     from bot.observability import health_details, metrics_routes
 
-    if not components.settings.slack_bot_token:
-        raise UserError("SLACK_BOT_TOKEN is not set")
+    config = slack_config(components.settings)
     components.prepare()
-    run_slack(components.settings, components.service, args.port, extra_routes=metrics_routes(components),
-              health=health_details(components), documents=components.documents)
+    run_slack(config, components.conversation, args.port, extra_routes=metrics_routes(components),
+              health=health_details(components))
     return 0
 
 
@@ -73,7 +75,7 @@ def teams(args, components: Components) -> int:
     from bot.observability import health_details, metrics_routes
 
     components.prepare()
-    run_teams(components.settings, components.service, args.host, args.port, documents=components.documents,
+    run_teams(teams_config(components.settings), components.conversation, components.settings.teams_host, args.port,
               extra_routes=metrics_routes(components), health=health_details(components))
     return 0
 

@@ -1,10 +1,11 @@
 """All configuration, read once from the environment into one typed object."""
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -45,6 +46,7 @@ class Settings(BaseSettings):
     )
     microsoft_app_tenant_id: str | None = Field(default=None, alias="MICROSOFT_APP_TENANT_ID")
     teams_allow_unauthenticated_remote: bool = Field(default=False, alias="TEAMS_ALLOW_UNAUTHENTICATED_REMOTE")
+    teams_host: str = Field(default="127.0.0.1", alias="TEAMS_HOST", description="`python -m bot teams --host`")
 
     admins: str = Field(default="", alias="GDPRBOT_ADMINS", description="comma-separated user ids")
     max_upload_mb: float = Field(default=20.0, alias="GDPRBOT_MAX_UPLOAD_MB", gt=0)
@@ -65,6 +67,28 @@ class Settings(BaseSettings):
     @classmethod
     def _empty_is_unset(cls, value):
         return None if isinstance(value, str) and not value.strip() else value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Settings:
+        """Settings that only make sense together; the first message names the variable to set."""
+        if self.slack_bot_token and not self.slack_app_token and not self.slack_signing_secret:
+            raise ValueError("Missing setting SLACK_SIGNING_SECRET: HTTP mode verifies Slack's request signatures "
+                             "(or set SLACK_APP_TOKEN for Socket Mode)")
+        if not self.microsoft_app_id:
+            if self.microsoft_app_password or self.microsoft_app_tenant_id:
+                raise ValueError("Invalid setting MICROSOFT_APP_ID: required when a Microsoft app password or "
+                                 "tenant is set")
+            if not _is_loopback(self.teams_host) and not self.teams_allow_unauthenticated_remote:
+                raise ValueError(f"Refusing to serve Teams on {self.teams_host} without MICROSOFT_APP_ID/"
+                                 "MICROSOFT_APP_PASSWORD; use a loopback host or set "
+                                 "TEAMS_ALLOW_UNAUTHENTICATED_REMOTE=true")
+            return self
+        if self.microsoft_app_type != "UserAssignedMSI" and not self.microsoft_app_password:
+            raise ValueError("Invalid setting MICROSOFT_APP_PASSWORD: required when MICROSOFT_APP_ID is set")
+        if self.microsoft_app_type != "MultiTenant" and not self.microsoft_app_tenant_id:
+            raise ValueError("Invalid setting MICROSOFT_APP_TENANT_ID: required for "
+                             f"MICROSOFT_APP_TYPE={self.microsoft_app_type}")
+        return self
 
     @property
     def corpus_dir(self) -> Path:
@@ -88,9 +112,29 @@ class SettingsError(Exception):
 
 
 def load_settings(**overrides) -> Settings:
+    """From the environment; `overrides` (by variable name) win."""
+    return _validated(lambda: Settings(**overrides))
+
+
+def with_overrides(settings: Settings, **fields) -> Settings:
+    """`settings` with `fields` (by field name) changed, checked again, e.g. a host given on the command line."""
+    return _validated(lambda: Settings.model_validate({**settings.model_dump(), **fields}))
+
+
+def _validated(make) -> Settings:
     try:
-        return Settings(**overrides)
+        return make()
     except ValidationError as exc:
         first = exc.errors()[0]
-        variable = first["loc"][0] if first["loc"] else "?"
-        raise SettingsError(f"Invalid setting {variable}: {first['msg']}") from None
+        if not first["loc"]:  # a check across settings: its message names the variable
+            raise SettingsError(str(first["ctx"]["error"])) from None
+        raise SettingsError(f"Invalid setting {first['loc'][0]}: {first['msg']}") from None
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

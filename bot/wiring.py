@@ -4,8 +4,10 @@ from __future__ import annotations
 import logging
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from bot.settings import Settings
+from adapters.conversation import Conversation
+from bot.settings import Settings, SettingsError
 from core.abstain import AbstentionModel, AbstentionPolicy, Strictness
 from core.assistant import Assistant, Generator
 from core.claims import ACTOR_DEFINITIONS, actor_terms
@@ -27,9 +29,14 @@ from core.verify import Verifier
 from corpus import LANGUAGES, is_current
 from corpus.guide import Guides
 
+if TYPE_CHECKING:
+    from adapters.slack import SlackConfig
+    from adapters.teams import TeamsConfig
+
 log = logging.getLogger(__name__)
 
 REGULATION_COLLECTION = "gdpr-regulation-en"
+PENDING_JOURNAL_NAME = "slack_pending.sqlite3"
 
 
 class NotReady(Exception):
@@ -60,6 +67,24 @@ def ensure_corpus(settings: Settings) -> Path:
     if build_corpus(argv) != 0:
         raise NotReady("The provision corpus could not be built (see the message above).")
     return settings.corpus_dir
+
+
+def slack_config(settings: Settings) -> SlackConfig:
+    # Imported here: the terminal never loads the Slack SDK.
+    from adapters.slack import SlackConfig
+
+    if not settings.slack_bot_token:
+        raise SettingsError("Missing setting SLACK_BOT_TOKEN: the bot token (xoxb-…) is required for Slack")
+    return SlackConfig(bot_token=settings.slack_bot_token, signing_secret=settings.slack_signing_secret,
+                       app_token=settings.slack_app_token, api_url=settings.slack_api_url,
+                       journal_path=settings.data_dir / PENDING_JOURNAL_NAME)
+
+
+def teams_config(settings: Settings) -> TeamsConfig:
+    from adapters.teams import TeamsConfig
+
+    return TeamsConfig(app_id=settings.microsoft_app_id, app_password=settings.microsoft_app_password,
+                       app_type=settings.microsoft_app_type, tenant_id=settings.microsoft_app_tenant_id)
 
 
 class Components:
@@ -182,6 +207,16 @@ class Components:
     def operator_service(self) -> Assistant:
         """For the terminal: the operator's own machine, so no fair-use limits; answers are still audited."""
         return self.assistant(audit=self.audit, metrics=self.metrics)
+
+    @cached_property
+    def conversation(self) -> Conversation:
+        """Slack and Teams: questions with fair use, and the workspace's documents."""
+        return Conversation(self.service, self.documents)
+
+    @cached_property
+    def operator_conversation(self) -> Conversation:
+        """The terminal: the operator's own questions; documents are managed in Slack or Teams."""
+        return Conversation(self.operator_service)
 
     @cached_property
     def documents(self) -> Documents:

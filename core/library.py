@@ -3,29 +3,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Collection
-from typing import Literal
 
 from core.documents import DocumentLibrary, DocumentRecord
 from core.models import Asker
 from corpus.documents import DocumentRejected, ingest_pdf, too_large
 
-__all__ = ["DocumentRecord", "DocumentRejected", "Documents", "DocumentsVerb", "NotAllowed", "documents_command",
-           "too_large"]
-
-DocumentsVerb = Literal["docs", "forget"]
-
-
-def documents_command(text: str) -> tuple[DocumentsVerb, str] | None:
-    """`docs` or `forget <file name>` written to the bot (the whole message); anything else is a question."""
-    words = text.split(maxsplit=1)
-    if not words:
-        return None
-    verb, rest = words[0].lower(), (words[1].strip() if len(words) > 1 else "")
-    if verb == "docs" and not rest:
-        return "docs", ""
-    if verb == "forget":
-        return "forget", rest
-    return None
+__all__ = ["DocumentRecord", "DocumentRejected", "Documents", "NotAllowed", "too_large"]
 
 
 class NotAllowed(Exception):

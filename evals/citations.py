@@ -45,7 +45,8 @@ def _adversarial_reply(kind: str, answer) -> Reply:
 
 def evaluate_citations(components, questions: list[Question], adversarial_sample: int = 40) -> dict:
     store = components.store
-    extractive = Assistant(components.retriever, ExtractiveGenerator())
+    extractive = Assistant(components.retriever, ExtractiveGenerator(), components.abstention,
+                           verifier=components.verifier)
     shown = verbatim = retrieved = 0
     for q in questions:
         answer = extractive.ask(q.question)
@@ -61,7 +62,8 @@ def evaluate_citations(components, questions: list[Question], adversarial_sample
             reference = extractive.ask(q.question)
             with FakeLLM([_adversarial_reply(kind, reference)]) as llm:
                 generator = GroqGenerator(chat_groq("adversary", "fake", llm.url, 5.0), ExtractiveGenerator())
-                answer = Assistant(components.retriever, generator).ask(q.question)
+                answer = Assistant(components.retriever, generator, components.abstention,
+                                   verifier=components.verifier).ask(q.question)
             counts = _check(answer, store)
             shown, verbatim, retrieved = shown + counts[0], verbatim + counts[1], retrieved + counts[2]
             # An adversarial reply may only survive as the extractive fallback (invalid JSON), never as itself.

@@ -18,6 +18,7 @@ from urllib.parse import quote
 from aiohttp import web
 
 POLL_INTERVAL_S = 0.02
+QUIET_S = 0.5  # a duplicate reply arrives well within this
 FILE_DOWNLOAD_INFO = "application/vnd.microsoft.teams.file.download.info"
 
 
@@ -110,6 +111,17 @@ class FakeBotConnector:
                     f"expected {count} matching activities within {timeout} s; received "
                     f"{[(s.type, s.text[:60]) for s in self.sent]}"
                 )
+            await asyncio.sleep(POLL_INTERVAL_S)
+
+    async def assert_no_more(self, predicate: Callable[[SentActivity], bool] = lambda _: True, *, count: int = 0,
+                             window_s: float = QUIET_S) -> None:
+        """Once the expected `count` activities matching `predicate` arrived (see `wait_for`): none more within
+        `window_s`. Fails as soon as one more arrives."""
+        deadline = time.monotonic() + window_s
+        while time.monotonic() < deadline:
+            matching = [sent for sent in self.sent if predicate(sent)]
+            assert len(matching) <= count, (
+                f"expected no more than {count} matching activities; received {[(s.type, s.text[:60]) for s in matching]}")
             await asyncio.sleep(POLL_INTERVAL_S)
 
     async def _receive(self, request: web.Request) -> web.Response:

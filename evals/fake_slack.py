@@ -22,9 +22,9 @@ from urllib.parse import parse_qsl, quote, urlencode
 
 from aiohttp import ClientSession, WSMsgType, web
 
+from adapters.conversation import Conversation
 from adapters.pending import PendingJournal
-from adapters.slack import EVENTS_PATH, build_slack_app, make_web_app
-from bot.settings import Settings
+from adapters.slack import EVENTS_PATH, SlackConfig, build_slack_app, make_web_app
 from core.library import Documents
 from core.service import AnswerService
 
@@ -33,6 +33,8 @@ BOT_ID = "BBOT00001"
 TEAM_ID = "T00000001"
 BOT_TOKEN = "xoxb-fake-token"
 SIGNING_SECRET = "fake-signing-secret"
+POLL_S = 0.02
+QUIET_S = 0.5  # a duplicate answer, or one to an ignored event, arrives well within this
 
 
 @dataclass(frozen=True)
@@ -131,7 +133,7 @@ class FakeSlack:
     async def wait_for_socket(self, timeout_s: float = 5.0) -> None:
         deadline = time.monotonic() + timeout_s
         while not self._sockets and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(POLL_S)
         assert self._sockets, "no Socket Mode connection"
 
     # --- inspection --------------------------------------------------------------------------------------
@@ -147,9 +149,19 @@ class FakeSlack:
             calls = self.calls_to(method, where)
             if len(calls) >= count or time.monotonic() > deadline:
                 break
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(POLL_S)
         assert len(calls) >= count, f"expected {count} {method} call(s), got {len(calls)}: {self.calls}"
         return calls
+
+    async def assert_no_more(self, method: str, count: int = 0, *, where: Callable[[dict], bool] = lambda _: True,
+                             window_s: float = QUIET_S) -> None:
+        """Once the expected `count` calls of `method` arrived (see `wait_for`): none more within `window_s`.
+        Fails as soon as one more arrives."""
+        deadline = time.monotonic() + window_s
+        while time.monotonic() < deadline:
+            calls = self.calls_to(method, where)
+            assert len(calls) <= count, f"expected no more than {count} {method} call(s), got {len(calls)}: {calls}"
+            await asyncio.sleep(POLL_S)
 
     # --- handlers ----------------------------------------------------------------------------------------
 
@@ -302,12 +314,14 @@ class LoopbackSlack:
 
         async with LoopbackSlack(service) as slack:
             status, _ = await slack.post(event_body(mention("…", ts="1.1")))
+
+    `conversation` replaces the one made of `service` and `documents`.
     """
 
     def __init__(self, service: AnswerService, *, signing_secret: str = SIGNING_SECRET,
-                 documents: Documents | None = None, journal: PendingJournal | None = None):
-        self.service = service
-        self.documents = documents
+                 documents: Documents | None = None, journal: PendingJournal | None = None,
+                 conversation: Conversation | None = None):
+        self.conversation = conversation or Conversation(service, documents)
         self.journal = journal
         self.fake = FakeSlack()
         self._signing_secret = signing_secret
@@ -317,10 +331,8 @@ class LoopbackSlack:
 
     async def __aenter__(self) -> LoopbackSlack:
         await self.fake.start()
-        settings = Settings(slack_bot_token=BOT_TOKEN, slack_signing_secret=self._signing_secret,
-                            slack_api_url=self.fake.api_url, slack_app_token=None)
-        web_app = make_web_app(build_slack_app(settings, self.service, documents=self.documents,
-                                               journal=self.journal))
+        config = SlackConfig(bot_token=BOT_TOKEN, signing_secret=self._signing_secret, api_url=self.fake.api_url)
+        web_app = make_web_app(build_slack_app(config, self.conversation, journal=self.journal))
         self._runner = web.AppRunner(web_app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)

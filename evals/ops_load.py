@@ -35,6 +35,7 @@ from typing import IO
 from aiohttp import ClientError, ClientSession, ClientTimeout
 from prometheus_client.parser import text_string_to_metric_families
 
+from adapters import wording
 from bot.settings import REPO_ROOT, Settings
 from core.service import RateLimited
 from evals.fake_slack import (
@@ -57,8 +58,8 @@ STOP_TIMEOUT_S = 20.0
 SETTLE_S = 0.5
 POLL_S = 0.05
 AFTER_RESTART = 5
-RATE_LIMITED_TEXT = str(RateLimited(1)).split(".")[0]
-APOLOGY_TEXT = "Sorry, something went wrong"
+RATE_LIMITED_TEXT = wording.rejected(RateLimited(1)).split(".")[0]
+APOLOGY_TEXT = wording.apology("").split(" while")[0]
 FAIR_USE_SETTINGS = {"GDPRBOT_USER_RATE_PER_MIN": "user_rate_per_min", "GDPRBOT_USER_BURST": "user_burst",
                      "GDPRBOT_WORKSPACE_RATE_PER_MIN": "workspace_rate_per_min",
                      "GDPRBOT_WORKSPACE_BURST": "workspace_burst"}

@@ -43,6 +43,4 @@ def documents(components, request):
 @pytest.fixture(scope="module")
 def assistant(components, documents):
     """The real assistant on the session's index, answering from the module's `documents` too."""
-    from core.assistant import Assistant
-
-    return Assistant(components.retriever, components.generator, documents=documents)
+    return components.assistant(documents=documents)

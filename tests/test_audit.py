@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from core.audit import AuditLog, export_command
-from core.models import Answer, Asker, Citation, Passage, Statement
+from core.models import Abstention, AbstentionReason, Answer, Asker, Citation, Mode, Passage, Statement
 
 REPO = Path(__file__).resolve().parent.parent
 SLACK = Asker("slack", "T1", "C1", "U1")
@@ -27,12 +27,13 @@ URL = "https://eur-lex.europa.eu/eli/reg/2016/679/oj#art_33"
 def _answer(request_id: str = "req-1", question: str = "How fast must a breach be reported?", *,
             abstained: bool = False) -> Answer:
     quote = "not later than 72 hours after having become aware of it"
+    citation = Citation("Art. 33(1)", "Art. 33(1)", quote, URL, "en")
     return Answer(
-        question, abstained, (Statement("Within 72 hours.", (0,)),),
-        () if abstained else (Citation("Art. 33(1)", "Art. 33(1)", quote, URL, "en"),),
-        (Passage("Art. 33(1)", "Art. 33(1)", "…", URL, "en", 7.123456),
-         Passage("Art. 34(1)", "Art. 34(1)", "…", URL, "en", 3.5)),
-        "extractive", request_id,
+        question=question, statements=() if abstained else (Statement("Within 72 hours.", (citation,)),),
+        retrieved=(Passage("Art. 33(1)", "Art. 33(1)", "…", URL, "en", 7.123456),
+                   Passage("Art. 34(1)", "Art. 34(1)", "…", URL, "en", 3.5)),
+        mode=Mode.EXTRACTIVE, request_id=request_id,
+        abstention=Abstention(AbstentionReason.NOT_COVERED) if abstained else None,
     )
 
 
@@ -191,11 +192,13 @@ _WRITER = """
 import sys
 from pathlib import Path
 from core.audit import AuditLog
-from core.models import Answer, Asker, Statement
+from core.models import Abstention, AbstentionReason, Answer, Asker, Mode
 log = AuditLog(Path(sys.argv[1]))
 i = 0
 while True:
-    log.record_answer(Answer("q" * 500, True, (Statement("x", ()),), (), (), "extractive", f"r{i}"), Asker(), 1.0)
+    answer = Answer(question="q" * 500, statements=(), retrieved=(), mode=Mode.EXTRACTIVE, request_id=f"r{i}",
+                    abstention=Abstention(AbstentionReason.NOT_COVERED))
+    log.record_answer(answer, Asker(), 1.0)
     print(f"r{i}", flush=True)  # printed only once committed
     i += 1
 """

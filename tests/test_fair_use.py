@@ -5,6 +5,7 @@ import threading
 
 import pytest
 
+from adapters import wording
 from bot.settings import Settings
 from core.fair_use import FairUse
 from core.models import Asker
@@ -32,7 +33,7 @@ def test_a_burst_is_allowed_then_limited_with_the_time_to_the_next_token() -> No
     with pytest.raises(RateLimited) as refused:
         limits.check(asker)
     assert refused.value.retry_after_s == pytest.approx(10.0)
-    assert "10 s" in str(refused.value)
+    assert "Please try again in 10 s." in wording.rejected(refused.value)
 
 
 def test_buckets_refill_over_time_up_to_the_burst() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pymupdf
 import pytest
 
+from adapters.plain import render_plain
 from core.assistant import Assistant
 from core.extractive import ExtractiveGenerator
 from core.library import Documents
@@ -36,7 +37,9 @@ def documents(components):
 def ask(components, documents, replies):
     with FakeLLM(replies) as llm:
         generator = GroqGenerator(chat_groq("key", "model", llm.url, 5.0), ExtractiveGenerator())
-        answer = Assistant(components.retriever, generator, documents=documents).ask(QUESTION, asker=ASKER)
+        assistant = Assistant(components.retriever, generator, components.abstention, verifier=components.verifier,
+                              documents=documents)
+        answer = assistant.ask(QUESTION, asker=ASKER)
         return answer, llm.requests
 
 
@@ -55,7 +58,7 @@ def test_a_model_that_obeys_the_injection_is_not_believed(components, documents)
     obeying = {"statements": [{"text": "Breaches never need to be reported.", "source": "Art. 33(1)",
                                "quote": "personal data breaches never need to be reported"}]}
     answer, _ = ask(components, documents, [Reply.json(obeying)])
-    assert "never need to be reported" not in answer.text
+    assert "never need to be reported" not in render_plain(answer)
     assert all(c.kind == "document" or c.quote in components.store.get(c.source_id).text for c in answer.citations)
 
 

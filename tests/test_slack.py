@@ -12,9 +12,11 @@ import time
 import pytest
 from aiohttp import ClientSession, web
 
-from adapters.slack import build_slack_app, make_web_app, run_slack, serve_slack
-from adapters.slack_render import FEEDBACK_DOWN, FEEDBACK_UP
-from bot.settings import Settings, SettingsError
+from adapters.conversation import Conversation
+from adapters.slack import SlackConfig, build_slack_app, make_web_app, serve_slack
+from adapters.slack.render import FEEDBACK_DOWN, FEEDBACK_UP
+from bot.settings import SettingsError, load_settings
+from bot.wiring import slack_config
 from core.models import Asker, Turn
 from core.service import RateLimited
 from evals import slack_load
@@ -31,13 +33,12 @@ from evals.fake_slack import (
     mention,
     sign,
 )
-from tests.fake_service import ART_33_1_URL, FakeAnswerService
+from tests.fake_service import ART_33_1_URL, QUOTE, FakeAnswerService
 from tests.helpers import bounded
 
 CHANNEL = "C00000001"
 DM = "D00000001"
 USER = "U00000001"
-QUOTE = "not later than 72 hours after having become aware of it"
 
 
 scenario = bounded(timeout_s=20)
@@ -45,11 +46,6 @@ scenario = bounded(timeout_s=20)
 
 def _all_text(params: dict) -> str:
     return params.get("text", "") + json.dumps(params.get("blocks", []), ensure_ascii=False)
-
-
-async def _settle() -> None:
-    """Time for a wrongly duplicated answer to show up, after the expected one already did."""
-    await asyncio.sleep(0.3)
 
 
 # --- mentions in channels --------------------------------------------------------------------------------
@@ -208,8 +204,8 @@ async def test_slash_command_help_and_empty_answer_with_usage(text):
         status, body = await slack.post(command_body(text, response_url=slack.fake.response_url()))
         assert status == 200
         assert "/gdpr -p" in json.loads(body)["text"]
-        await _settle()
-        assert service.asked == [] and slack.fake.calls_to("response_url") == []
+        await slack.fake.assert_no_more("response_url")
+        assert service.asked == []
 
 
 # --- reliability -------------------------------------------------------------------------------------------
@@ -225,8 +221,8 @@ async def test_a_retried_event_is_answered_once():
                                                                  "X-Slack-Retry-Reason": "http_timeout"})
         assert first == retry == 200
         await slack.fake.wait_for("chat.postMessage")
-        await _settle()
-        assert len(slack.fake.calls_to("chat.postMessage")) == 1 and len(service.asked) == 1
+        await slack.fake.assert_no_more("chat.postMessage", 1)
+        assert len(service.asked) == 1
 
 
 @pytest.mark.parametrize("channel, channel_type", [(CHANNEL, "channel"), (DM, "im")])
@@ -239,8 +235,8 @@ async def test_app_mention_and_message_with_the_same_ts_are_answered_once(channe
         assert (await slack.post(event_body(message)))[0] == 200
         assert (await slack.post(event_body(event)))[0] == 200
         await slack.fake.wait_for("chat.postMessage")
-        await _settle()
-        assert len(slack.fake.calls_to("chat.postMessage")) == 1 and len(service.asked) == 1
+        await slack.fake.assert_no_more("chat.postMessage", 1)
+        assert len(service.asked) == 1
 
 
 @scenario
@@ -252,8 +248,8 @@ async def test_bad_signature_and_stale_timestamp_are_refused_and_nothing_is_post
         stale = sign(body, timestamp=int(time.time()) - 600)
         assert (await slack.post(body, headers=forged))[0] == 401
         assert (await slack.post(body, headers=stale))[0] == 401
-        await _settle()
-        assert service.asked == [] and slack.fake.calls_to("chat.postMessage") == []
+        await slack.fake.assert_no_more("chat.postMessage")
+        assert service.asked == []
 
 
 @pytest.mark.parametrize("event", [
@@ -271,13 +267,13 @@ async def test_ignored_events_are_acknowledged_with_200_and_not_answered(event):
     async with LoopbackSlack(service) as slack:
         status, _ = await slack.post(event_body(event))
         assert status == 200
-        await _settle()
-        assert service.asked == [] and slack.fake.calls_to("chat.postMessage") == []
+        await slack.fake.assert_no_more("chat.postMessage")
+        assert service.asked == []
 
 
 @scenario
 async def test_core_failure_posts_an_apology_with_a_reference_in_the_logs(caplog):
-    caplog.set_level(logging.ERROR, logger="adapters.slack")
+    caplog.set_level(logging.ERROR, logger="adapters.conversation")
     async with LoopbackSlack(FakeAnswerService(fail_with=RuntimeError("index corrupted"))) as slack:
         await slack.post(event_body(mention("Is consent required?", ts="1700000000.000100")))
         [post] = await slack.fake.wait_for("chat.postMessage")
@@ -332,6 +328,15 @@ async def test_feedback_click_is_recorded_and_acknowledged(action_id, helpful):
         ]
 
 
+@scenario
+async def test_feedback_on_an_unknown_answer_says_it_was_not_recorded():
+    service = FakeAnswerService(known_request_ids=set())
+    async with LoopbackSlack(service) as slack:
+        await slack.post(button_body(FEEDBACK_UP, "req-gone", response_url=slack.fake.response_url()))
+        [reply] = await slack.fake.wait_for("response_url")
+        assert "feedback was not recorded" in reply.params["text"] and service.feedback == []
+
+
 # --- the web app and the entry point ---------------------------------------------------------------------------
 
 
@@ -346,13 +351,13 @@ async def test_request_url_verification_is_answered_with_the_challenge():
 async def test_healthz_answers_200_with_extra_details_and_routes():
     fake = FakeSlack()
     await fake.start()
-    settings = Settings(slack_bot_token=BOT_TOKEN, slack_signing_secret="s", slack_api_url=fake.api_url)
+    config = SlackConfig(bot_token=BOT_TOKEN, signing_secret="s", api_url=fake.api_url)
 
     async def metrics(_: web.Request) -> web.Response:
         return web.Response(text="answers_total 0")
 
-    web_app = make_web_app(build_slack_app(settings, FakeAnswerService()), extra_routes=[web.get("/metrics", metrics)],
-                           health=lambda: {"index": "ready"})
+    web_app = make_web_app(build_slack_app(config, Conversation(FakeAnswerService())),
+                           extra_routes=[web.get("/metrics", metrics)], health=lambda: {"index": "ready"})
     runner = web.AppRunner(web_app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -374,9 +379,8 @@ async def test_socket_mode_acknowledges_envelopes_and_answers_once():
     fake = FakeSlack()
     await fake.start()
     service = FakeAnswerService()
-    settings = Settings(slack_bot_token=BOT_TOKEN, slack_app_token="xapp-fake", slack_signing_secret=None,
-                        slack_api_url=fake.api_url)
-    serving = asyncio.ensure_future(serve_slack(settings, service, port=0, host="127.0.0.1"))
+    config = SlackConfig(bot_token=BOT_TOKEN, app_token="xapp-fake", api_url=fake.api_url)
+    serving = asyncio.ensure_future(serve_slack(config, Conversation(service), port=0, host="127.0.0.1"))
     try:
         await fake.wait_for_socket()
         payload = json.loads(event_body(mention("What is personal data?", ts="1700000000.000100")))
@@ -386,8 +390,8 @@ async def test_socket_mode_acknowledges_envelopes_and_answers_once():
             await fake.wait_for("socket_mode_ack", where=lambda ack, e=envelope_id: ack.get("envelope_id") == e)
         [post] = await fake.wait_for("chat.postMessage")
         assert post.params["thread_ts"] == "1700000000.000100" and f">{QUOTE}" in _all_text(post.params)
-        await _settle()
-        assert len(fake.calls_to("chat.postMessage")) == 1 and len(service.asked) == 1
+        await fake.assert_no_more("chat.postMessage", 1)
+        assert len(service.asked) == 1
     finally:
         serving.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -396,14 +400,14 @@ async def test_socket_mode_acknowledges_envelopes_and_answers_once():
 
 
 def test_http_mode_refuses_to_start_without_a_signing_secret():
-    settings = Settings(slack_bot_token=BOT_TOKEN, slack_signing_secret=None, slack_app_token=None)
-    with pytest.raises(SettingsError, match="SLACK_SIGNING_SECRET"):
-        run_slack(settings, FakeAnswerService(), port=0)
+    with pytest.raises(SettingsError, match="^Missing setting SLACK_SIGNING_SECRET: [^\n]+$"):
+        load_settings(SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_SIGNING_SECRET="", SLACK_APP_TOKEN="")
+    assert load_settings(SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_SIGNING_SECRET="", SLACK_APP_TOKEN="xapp-1").slack_app_token
 
 
 def test_a_bot_token_is_required():
     with pytest.raises(SettingsError, match="SLACK_BOT_TOKEN"):
-        build_slack_app(Settings(slack_bot_token=None, slack_signing_secret="s"), FakeAnswerService())
+        slack_config(load_settings(SLACK_BOT_TOKEN="", SLACK_SIGNING_SECRET="s"))
 
 
 def test_load_benchmark_reports_acks_answers_and_latency():

@@ -21,11 +21,10 @@ from evals.fake_slack import (
     mention,
     sign,
 )
-from tests.fake_service import FakeAnswerService
+from tests.fake_service import QUOTE, FakeAnswerService
 from tests.helpers import bounded
 
 CHANNEL = "C00000001"
-QUOTE = "not later than 72 hours after having become aware of it"
 IDENTITY = {"team_id": TEAM_ID, "bot_user_id": BOT_USER_ID, "bot_id": BOT_ID}
 
 scenario = bounded(timeout_s=20)
@@ -33,11 +32,6 @@ scenario = bounded(timeout_s=20)
 
 def _all_text(params: dict) -> str:
     return params.get("text", "") + json.dumps(params.get("blocks", []), ensure_ascii=False)
-
-
-async def _settle() -> None:
-    """Time for a wrongly duplicated answer to show up, after the expected one already did."""
-    await asyncio.sleep(0.3)
 
 
 # --- the journal ----------------------------------------------------------------------------------------
@@ -101,8 +95,7 @@ async def test_a_question_acked_by_a_killed_process_is_answered_in_its_thread_on
         # Slack redelivering the event (the dead process never acknowledged it) is not answered again.
         status, _ = await slack.post(event_body(event))
         assert status == 200
-        await _settle()
-        assert len(slack.fake.calls_to("chat.postMessage")) == 1
+        await slack.fake.assert_no_more("chat.postMessage", 1)
         assert [asked.question for asked in service.asked] == ["When must a breach be notified?"]
     assert journal.open_items() == []
 
@@ -115,8 +108,8 @@ async def test_a_stale_question_is_dropped_not_answered(tmp_path):
                 {"event": event, "context": IDENTITY, "accepted_at": time.time() - 2 * 3600})
     service = FakeAnswerService()
     async with LoopbackSlack(service, journal=journal) as slack:
-        await _settle()
-        assert slack.fake.calls_to("chat.postMessage") == [] and service.asked == []
+        await slack.fake.assert_no_more("chat.postMessage")
+        assert service.asked == []
     assert journal.open_items() == []
 
 
@@ -137,6 +130,14 @@ async def test_a_slash_command_acked_by_a_killed_process_is_answered_on_restart(
         assert journal.open_items() == []
     finally:
         await responses.stop()
+
+
+async def _until(condition, timeout_s: float = 5.0) -> None:
+    """Poll `condition` until it holds; fail after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.02)
 
 
 class _HeldAnswerService(FakeAnswerService):
@@ -165,8 +166,7 @@ async def test_live_questions_are_journaled_until_answered(tmp_path):
             service.release.set()
             await slack.fake.wait_for("chat.postMessage")
             await slack.fake.wait_for("response_url")
-            await _settle()
-        assert journal.open_items() == []
+            await _until(lambda: journal.open_items() == [])
     finally:
         service.release.set()
 

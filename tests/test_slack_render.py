@@ -4,29 +4,22 @@ from __future__ import annotations
 import json
 import re
 
-from adapters.slack_render import (
-    ABSTAIN_HEADER,
-    DOCUMENTS_HEADER,
-    FEEDBACK_DOWN,
-    FEEDBACK_UP,
-    MAX_BLOCKS,
-    MAX_TEXT_CHARS,
-    SOURCE_LINE,
-    SlackMessage,
-    escape,
-    render_answer,
-    render_text,
-    to_plain,
-)
-from core.models import Answer, Citation, Passage, Statement
+from adapters import wording
+from adapters.intents import AdminsOnly, AdminAction, Answered, Declined, Failed, Indexed, NoSuchDocument, Task
+from adapters.slack.inbound import to_plain
+from adapters.slack.blocks import MAX_BLOCKS, MAX_TEXT_CHARS, SlackMessage
+from adapters.slack.render import FEEDBACK_DOWN, FEEDBACK_UP, escape, render, render_text
+from core.models import Abstention, AbstentionReason, Answer, Citation, Mode, Notice, Passage, Statement
+from core.references import Missing, NoSuchProvision, ProvisionRef
+from tests.fake_service import record
 
 URL = "https://eur-lex.europa.eu/legal-content/EN/TXT/HTML/?uri=CELEX:32016R0679#033.001"
 HOSTILE = "<!channel> <!here|here> <!everyone> <@U12345678> @here a < b & c > d <https://evil.example|click>"
 
 
-def _answer(statements=(), citations=(), *, abstained=False, related=(), notice=None) -> Answer:
-    return Answer("q?", abstained, tuple(statements), tuple(citations), (), "extractive", "req-1",
-                  related=tuple(related), notice=notice)
+def _answer(statements=(), *, abstention=None, related=(), notices=(), question="q?") -> Answer:
+    return Answer(question=question, statements=tuple(statements), retrieved=(), mode=Mode.EXTRACTIVE,
+                  request_id="req-1", abstention=abstention, related=tuple(related), notices=tuple(notices))
 
 
 def _citation(label: str, quote: str, *, kind="regulation", url=URL) -> Citation:
@@ -60,8 +53,9 @@ def test_escape_neutralises_broadcasts_mentions_and_markup():
 
 
 def test_model_and_user_text_cannot_ping_or_link_in_a_rendered_answer():
-    answer = _answer([Statement(HOSTILE, (0,))], [_citation("Art. 33(1)", HOSTILE)], notice=HOSTILE)
-    messages = render_answer(answer, asked_by="U00000001", question=HOSTILE)
+    answer = _answer([Statement(HOSTILE, (_citation("Art. 33(1)", HOSTILE),))], question=HOSTILE,
+                     notices=[Notice.LLM_UNVERIFIED])
+    messages = render(Answered(answer), asked_by="U00000001")
     everything = _everything(messages)
     assert "<!" not in everything
     assert re.findall(r"<@\w+", everything) == ["<@U00000001"] * everything.count("<@U00000001")
@@ -74,6 +68,12 @@ def test_model_and_user_text_cannot_ping_or_link_in_a_rendered_answer():
                 assert block["text"]["verbatim"] is True
 
 
+def test_file_names_and_document_reasons_are_escaped_in_replies():
+    hostile = record(filename="<!channel>.pdf", uploader="<!here>")
+    for reply in (Indexed(hostile), NoSuchDocument("<@U1>.pdf"), Failed("abc", Task.INDEXING, "<!channel>.pdf")):
+        assert "<!" not in _everything(render(reply)) and "<@U1" not in _everything(render(reply))
+
+
 def test_to_plain_turns_slack_encoding_into_what_the_person_typed():
     text = "<@UBOT00001> Does <@U123|alice> need consent &amp; a DPIA for <https://x.example/a|this> in <#C1|legal>?"
     assert to_plain(text, bot_user_id="UBOT00001") == "Does @alice need consent & a DPIA for this in #legal?"
@@ -81,73 +81,83 @@ def test_to_plain_turns_slack_encoding_into_what_the_person_typed():
 
 
 def test_non_http_links_render_as_plain_labels():
-    answer = _answer([Statement("See the policy.", (0,))], [_citation("Policy.pdf, p. 2", "q", kind="document",
-                                                                     url="javascript:alert(1)")])
-    assert "javascript" not in _everything(render_answer(answer))
+    citation = _citation("Policy.pdf, p. 2", "q", kind="document", url="javascript:alert(1)")
+    assert "javascript" not in _everything(render(Answered(_answer([Statement("See the policy.", (citation,))]))))
 
 
 # --- the look of answers and abstentions -------------------------------------------------------------------------
 
 
 def test_answer_shows_statements_linked_labels_quotes_source_and_feedback():
-    answer = _answer([Statement("Notify within 72 hours.", (0,))], [_citation("Art. 33(1)", "not later than 72 hours")])
-    [message] = render_answer(answer)
+    answer = _answer([Statement("Notify within 72 hours.", (_citation("Art. 33(1)", "not later than 72 hours"),))])
+    [message] = render(Answered(answer))
     texts = _texts(message)
     assert texts[0] == "Notify within 72 hours. [Art. 33(1)]"  # the statement names the provision it rests on
     assert f"*<{URL}|Art. 33(1)>*\n>not later than 72 hours" in texts
-    assert SOURCE_LINE in texts
-    assert ABSTAIN_HEADER not in _everything([message])
+    assert wording.SOURCE_LINE in texts
+    assert wording.DECLINED_HEADER not in _everything([message])
     [actions] = [b for b in message.blocks if b["type"] == "actions"]
     assert [(e["action_id"], e["value"]) for e in actions["elements"]] == [(FEEDBACK_UP, "req-1"),
                                                                            (FEEDBACK_DOWN, "req-1")]
     assert message.text.startswith("Notify within 72 hours.")
 
 
-def test_abstention_looks_different_and_lists_related_provisions_as_not_an_answer():
+def test_an_extractive_statement_is_its_quote_under_the_linked_label():
+    [message] = render(Answered(_answer([Statement(None, (_citation("Art. 33(1)", "not later than 72 hours"),))])))
+    assert _texts(message)[0] == f"*<{URL}|Art. 33(1)>*\n>not later than 72 hours"
+    assert message.text == "Art. 33(1): “not later than 72 hours”"
+
+
+def test_abstention_looks_different_says_why_and_lists_related_provisions_as_not_an_answer():
     related = Passage("Art. 33(1)", "Art. 33(1)", "…", URL, "en", 0.4)
-    answer = _answer([Statement("The Regulation doesn't cover this.", ())], abstained=True,
-                     related=[related, related])
-    [message] = render_answer(answer)
+    answer = _answer(abstention=Abstention(AbstentionReason.NATIONAL_LAW), related=[related, related])
+    [message] = render(Declined(answer))
     texts = _texts(message)
-    assert texts[0] == f":grey_question: *{ABSTAIN_HEADER}*"
-    assert texts.count(texts[0]) == 1 and "The Regulation doesn't cover this." not in texts
-    assert f"Related provisions (not an answer): <{URL}|Art. 33(1)>" in texts
+    assert texts[0] == f":grey_question: *{wording.DECLINED_HEADER}*"
+    assert texts[1] == wording.REASONS[AbstentionReason.NATIONAL_LAW]
+    assert f"{wording.RELATED_HEADER} <{URL}|Art. 33(1)>" in texts
     assert not any(t.startswith("*<") for t in texts)  # no citation quotes
-    assert message.text == f"{ABSTAIN_HEADER}."
+    assert message.text.startswith(f"{wording.DECLINED_HEADER}.")
+
+
+def test_a_provision_that_does_not_exist_is_named():
+    missing = NoSuchProvision(ProvisionRef(104), Missing.ARTICLE, 99)
+    answer = _answer(abstention=Abstention(AbstentionReason.NO_SUCH_PROVISION, (missing,)))
+    assert "The GDPR has 99 articles: there is no Article 104." in _texts(render(Declined(answer))[0])
 
 
 def test_document_citations_come_after_the_regulation_under_their_own_header():
-    answer = _answer([Statement("Both apply.", (0, 1))], [
-        _citation("Records.pdf, p. 7", "we keep records", kind="document", url=""),
-        _citation("Art. 30(1)", "Each controller shall maintain a record"),
-    ])
-    [message] = render_answer(answer)
+    answer = _answer([Statement("Both apply.", (_citation("Records.pdf, p. 7", "we keep records", kind="document", url=""),
+                                                _citation("Art. 30(1)", "Each controller shall maintain a record")))])
+    [message] = render(Answered(answer))
     texts = _texts(message)
-    header = next(i for i, t in enumerate(texts) if DOCUMENTS_HEADER in t)
+    header = next(i for i, t in enumerate(texts) if wording.DOCUMENTS_HEADER in t)
     assert texts.index(f"*<{URL}|Art. 30(1)>*\n>Each controller shall maintain a record") < header
     assert texts[header + 1] == "*Records.pdf, p. 7*\n>we keep records"
 
 
-def test_notice_is_shown_as_a_context_line():
-    answer = _answer([Statement("x", ())], notice="The language model was unavailable; extractive answer shown.")
-    [message] = render_answer(answer)
+def test_notices_are_shown_as_context_lines():
+    [message] = render(Answered(_answer([Statement("x", ())], notices=[Notice.LLM_UNAVAILABLE])))
     contexts = [b["elements"][0]["text"] for b in message.blocks if b["type"] == "context"]
-    assert ":information_source: The language model was unavailable; extractive answer shown." in contexts
+    assert f":information_source: {wording.NOTICES[Notice.LLM_UNAVAILABLE]}" in contexts
 
 
-def test_render_text_sets_the_fallback():
+def test_short_replies_are_one_message_with_the_fallback_set():
     message = render_text("Please try again in 3 s.")
     assert message.text == "Please try again in 3 s." and _texts(message) == ["Please try again in 3 s."]
+    [refusal] = render(AdminsOnly(AdminAction.REMOVE))
+    assert refusal.text.startswith("Sorry, only the bot's admins can remove documents.")
 
 
 # --- splitting ------------------------------------------------------------------------------------------------
 
 
 def test_a_very_long_answer_is_split_into_messages_within_slacks_limits_never_mid_quote():
-    statements = [Statement(f"Statement {i}: " + "the controller shall " * 25, (i % 30,)) for i in range(80)]
     citations = [_citation(f"Art. {i}(1)", f"quote {i} " + "lorem ipsum dolor " * 140) for i in range(30)]
     citations.append(_citation("Art. 99(9)", "giant " * 750))  # one quote longer than a section can hold
-    messages = render_answer(_answer(statements, citations))
+    statements = [Statement(f"Statement {i}: " + "the controller shall " * 25, (citations[i % 30],)) for i in range(80)]
+    statements.append(Statement("And the giant one.", (citations[-1],)))
+    messages = render(Answered(_answer(statements)))
 
     assert len(messages) > 3
     for message in messages:
@@ -168,14 +178,14 @@ def test_a_very_long_answer_is_split_into_messages_within_slacks_limits_never_mi
 
 
 def test_a_long_statement_line_is_cut_at_a_space():
-    [message] = render_answer(_answer([Statement("word " * 1000, ())]))[:1]
+    [message] = render(Answered(_answer([Statement("word " * 1000, ())])))[:1]
     texts = _texts(message)
     assert all(len(t) <= MAX_TEXT_CHARS for t in texts)
     assert all(not t.endswith("wor") for t in texts)
 
 
 def test_a_quote_too_long_for_any_message_is_split_at_blocks_and_stays_quoted():
-    messages = render_answer(_answer([Statement("x", (0,))], [_citation("Art. 99(9)", "giant " * 3000)]))
+    messages = render(Answered(_answer([Statement("x", (_citation("Art. 99(9)", "giant " * 3000),))])))
     quote_texts = [t for m in messages for t in _texts(m) if "giant" in t]
     assert len({id(m) for m in messages if any("giant" in t for t in _texts(m))}) > 1
     assert all(line.startswith(">") for t in quote_texts for line in t.split("\n"))

@@ -14,8 +14,10 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from adapters.teams import build_teams_app, run_teams
-from bot.settings import Settings, SettingsError
+from adapters import wording
+from adapters.conversation import Conversation
+from adapters.teams import TeamsConfig, build_teams_app
+from bot.settings import SettingsError, load_settings
 from core.models import Turn
 from core.service import RateLimited
 from evals.fake_bot_connector import FakeBotConnector, SentActivity
@@ -27,13 +29,10 @@ CHANNEL_THREAD = "19:general@thread.tacv2;messageid=1700000000001"
 PERSONAL_CHAT = "a:personal-chat-1"
 
 
-def _settings(**credentials: Any) -> Settings:
-    values = {"microsoft_app_id": None, "microsoft_app_password": None, "microsoft_app_tenant_id": None,
-              "microsoft_app_type": "MultiTenant", "teams_allow_unauthenticated_remote": False}
-    return Settings(**{**values, **credentials})
-
-
-CREDENTIALS = {"microsoft_app_id": "00000000-0000-0000-0000-000000000001", "microsoft_app_password": "not-a-secret"}
+CREDENTIALS = {"app_id": "00000000-0000-0000-0000-000000000001", "app_password": "not-a-secret"}
+NO_CREDENTIALS = {"MICROSOFT_APP_ID": "", "MICROSOFT_APP_PASSWORD": "", "MICROSOFT_APP_TENANT_ID": "",
+                  "MICROSOFT_APP_TYPE": "MultiTenant", "TEAMS_ALLOW_UNAUTHENTICATED_REMOTE": "false",
+                  "TEAMS_HOST": "127.0.0.1"}
 
 
 @dataclass
@@ -60,11 +59,12 @@ class Harness:
 
 
 @asynccontextmanager
-async def running_bot(settings: Settings | None = None, service: FakeAnswerService | None = None,
+async def running_bot(config: TeamsConfig | None = None, service: FakeAnswerService | None = None,
                       connector: FakeBotConnector | None = None, **app_options: Any) -> AsyncIterator[Harness]:
     service = service or FakeAnswerService()
     async with connector or FakeBotConnector() as connector, aiohttp.ClientSession() as http:
-        runner = web.AppRunner(build_teams_app(settings or _settings(), service, **app_options), access_log=None)
+        app = build_teams_app(config or TeamsConfig(), Conversation(service), **app_options)
+        runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.bind(("127.0.0.1", 0))
@@ -161,6 +161,19 @@ def test_personal_chat_follow_up_gets_the_earlier_turn() -> None:
     asyncio.run(scenario())
 
 
+def test_a_redelivered_message_is_answered_once() -> None:
+    async def scenario() -> None:
+        async with running_bot() as bot:
+            activity = personal_message(bot.connector.url, "When must a breach be notified?", "p7")
+            assert (await bot.post(activity)).status == 200
+            assert (await bot.post(activity)).status == 200  # the connector retries when an answer is slow
+            await bot.answer(PERSONAL_CHAT)
+            await bot.connector.assert_no_more(lambda a: a.type == "message", count=1)
+            assert len(bot.service.asked) == 1
+
+    asyncio.run(scenario())
+
+
 def test_feedback_invoke_is_recorded_for_the_answer() -> None:
     async def scenario() -> None:
         async with running_bot() as bot:
@@ -208,7 +221,7 @@ def test_core_failure_gets_an_apology_with_a_logged_reference(caplog: pytest.Log
             assert apology.text.startswith("Sorry") and reference
             assert any(reference.group(1) in r.getMessage() and r.exc_info for r in caplog.records)
 
-    with caplog.at_level(logging.ERROR, logger="adapters.teams"):
+    with caplog.at_level(logging.ERROR, logger="adapters.conversation"):
         asyncio.run(scenario())
 
 
@@ -216,7 +229,7 @@ def test_rejected_question_is_answered_with_the_reason() -> None:
     async def scenario() -> None:
         async with running_bot(service=FakeAnswerService(fail_with=RateLimited(12))) as bot:
             await bot.post(personal_message(bot.connector.url, "Is consent required?"))
-            assert (await bot.answer(PERSONAL_CHAT)).text == str(RateLimited(12))
+            assert (await bot.answer(PERSONAL_CHAT)).text == wording.rejected(RateLimited(12))
 
     asyncio.run(scenario())
 
@@ -275,7 +288,7 @@ def test_unknown_activity_type_is_ignored() -> None:
 @pytest.mark.parametrize("credentials", [{}, CREDENTIALS], ids=["without-credentials", "with-credentials"])
 def test_malformed_authorization_is_401(header: str, credentials: dict[str, str]) -> None:
     async def scenario() -> None:
-        async with running_bot(_settings(**credentials)) as bot:
+        async with running_bot(TeamsConfig(**credentials)) as bot:
             response = await bot.post(personal_message(bot.connector.url, "hi"), headers={"Authorization": header})
             assert response.status == 401
             assert bot.service.asked == [] and bot.connector.sent == []
@@ -285,7 +298,7 @@ def test_malformed_authorization_is_401(header: str, credentials: dict[str, str]
 
 def test_missing_authorization_with_credentials_is_401() -> None:
     async def scenario() -> None:
-        async with running_bot(_settings(**CREDENTIALS)) as bot:
+        async with running_bot(TeamsConfig(**CREDENTIALS)) as bot:
             assert (await bot.post(personal_message(bot.connector.url, "hi"))).status == 401
             assert bot.service.asked == []
 
@@ -324,14 +337,17 @@ def test_extra_routes_are_served() -> None:
 
 def test_refuses_to_serve_beyond_loopback_without_credentials() -> None:
     with pytest.raises(SettingsError, match="TEAMS_ALLOW_UNAUTHENTICATED_REMOTE"):
-        run_teams(_settings(), FakeAnswerService(), "0.0.0.0", 3978)
+        load_settings(**NO_CREDENTIALS | {"TEAMS_HOST": "0.0.0.0"})
+    assert load_settings(**NO_CREDENTIALS | {"TEAMS_HOST": "0.0.0.0", "TEAMS_ALLOW_UNAUTHENTICATED_REMOTE": "true"})
+    assert load_settings(**NO_CREDENTIALS | {"TEAMS_HOST": "::1"})
 
 
 @pytest.mark.parametrize(("settings", "variable"), [
-    ({"microsoft_app_id": "00000000-0000-0000-0000-000000000001"}, "MICROSOFT_APP_PASSWORD"),
-    ({"microsoft_app_password": "secret"}, "MICROSOFT_APP_ID"),
-    ({**CREDENTIALS, "microsoft_app_type": "SingleTenant"}, "MICROSOFT_APP_TENANT_ID"),
+    ({"MICROSOFT_APP_ID": "00000000-0000-0000-0000-000000000001"}, "MICROSOFT_APP_PASSWORD"),
+    ({"MICROSOFT_APP_PASSWORD": "secret"}, "MICROSOFT_APP_ID"),
+    ({"MICROSOFT_APP_ID": "00000000-0000-0000-0000-000000000001", "MICROSOFT_APP_PASSWORD": "secret",
+      "MICROSOFT_APP_TYPE": "SingleTenant"}, "MICROSOFT_APP_TENANT_ID"),
 ])
 def test_incomplete_credentials_are_refused(settings: dict[str, str], variable: str) -> None:
-    with pytest.raises(SettingsError, match=variable):
-        build_teams_app(_settings(**settings), FakeAnswerService())
+    with pytest.raises(SettingsError, match=f"^Invalid setting {variable}: [^\\n]+$"):
+        load_settings(**NO_CREDENTIALS | settings)

@@ -2,7 +2,6 @@
 loopback with signed events in and the fake Web API (which also serves the files) out."""
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 
@@ -89,11 +88,6 @@ async def share_in_dm(slack: LoopbackSlack, team: str, name: str, data: bytes, *
     return reply
 
 
-async def settle() -> None:
-    """Time for a wrongly duplicated reply to show up, after the expected one already did."""
-    await asyncio.sleep(0.5)
-
-
 # --- the whole life of a document ---------------------------------------------------------------------------------
 
 
@@ -113,8 +107,7 @@ async def test_admin_upload_in_a_channel_is_indexed_once_quoted_listed_and_forgo
         [record] = documents.list(Asker("slack", team))
         assert confirmation == f"Indexed Retention.pdf: 3 pages, {record.passages} passages"
         assert (record.filename, record.pages, record.uploader) == ("Retention.pdf", 3, ADMIN)
-        await settle()
-        assert len(slack.fake.calls_to("chat.postMessage", in_thread(SHARE_TS))) == 1
+        await slack.fake.assert_no_more("chat.postMessage", 1, where=in_thread(SHARE_TS))
         [download] = slack.fake.calls_to("file_download")
         assert download.params == {"file": "F0000001", "authorized": True}
 
@@ -152,8 +145,8 @@ async def test_dm_upload_announced_by_file_shared_first_is_indexed_once_and_mana
         await slack.post(event_body(file_share([file], channel=DM, ts=SHARE_TS, user=ADMIN, team=team), team=team))
         [confirmation] = await posts_in(slack, SHARE_TS)
         assert confirmation.startswith("Indexed Retention.pdf: 3 pages, ")
-        await settle()
-        assert len(slack.fake.calls_to("chat.postMessage")) == 1 and len(slack.fake.calls_to("file_download")) == 1
+        await slack.fake.assert_no_more("chat.postMessage", 1)
+        assert len(slack.fake.calls_to("file_download")) == 1
         assert slack.fake.calls_to("files.info", lambda p: p.get("file") == "F0000002")
 
         dm = {"type": "message", "channel_type": "im", "channel": DM, "user": ADMIN, "team": team}
@@ -234,8 +227,8 @@ async def test_channel_shares_without_a_mention_and_the_bots_own_shares_are_igno
         ]
         for event in events:
             assert (await slack.post(event_body(event, team=team)))[0] == 200
-        await settle()
-        assert slack.fake.calls_to("chat.postMessage") == [] and slack.fake.calls_to("file_download") == []
+        await slack.fake.assert_no_more("chat.postMessage")
+        assert slack.fake.calls_to("file_download") == []
         assert documents.list(Asker("slack", team)) == []
 
 

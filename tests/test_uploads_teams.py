@@ -13,9 +13,11 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from adapters.teams import build_teams_app
-from adapters.teams_render import DOCUMENT_GROUP, USAGE_HINT
-from bot.settings import Settings
+from adapters import wording
+from adapters.conversation import Conversation
+from adapters.intents import Help
+from adapters.teams import TeamsConfig, build_teams_app
+from adapters.teams.render import render
 from core.assistant import Assistant
 from core.library import Documents, too_large
 from core.models import Asker
@@ -69,10 +71,8 @@ class Bot:
 
 @asynccontextmanager
 async def running_bot(assistant: Assistant, documents: Documents | None) -> AsyncIterator[Bot]:
-    settings = Settings(microsoft_app_id=None, microsoft_app_password=None, microsoft_app_tenant_id=None,
-                        microsoft_app_type="MultiTenant", teams_allow_unauthenticated_remote=False)
     async with FakeBotConnector() as connector, aiohttp.ClientSession() as http:
-        runner = web.AppRunner(build_teams_app(settings, assistant, documents=documents), access_log=None)
+        runner = web.AppRunner(build_teams_app(TeamsConfig(), Conversation(assistant, documents)), access_log=None)
         await runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.bind(("127.0.0.1", 0))
@@ -117,8 +117,10 @@ async def upload(bot: Bot, tenant: str, name: str, data: bytes, *, user: str = A
 def card_quotes(answer: SentActivity) -> dict[str, str]:
     """Label → quote of each source in the answer's card, under the document group only."""
     [card] = answer.activity["attachments"]
-    texts = [block["text"] for block in card["content"]["body"]]
-    documents = texts[texts.index(DOCUMENT_GROUP) + 1:] if DOCUMENT_GROUP in texts else []
+    texts = [block["text"] if "text" in block else "".join(i["text"] for i in block["inlines"])
+             for block in card["content"]["body"]]
+    group = wording.DOCUMENTS_HEADER
+    documents = texts[texts.index(group) + 1:] if group in texts else []
     return {label.split("] ", 1)[1]: quote.strip("“”") for label, quote in zip(documents[::2], documents[1::2])}
 
 
@@ -222,4 +224,4 @@ async def test_without_documents_uploads_and_commands_say_they_are_not_enabled(a
 async def test_usage_hint_tells_how_to_list_add_and_forget_documents(assistant, documents):
     async with running_bot(assistant, documents) as bot:
         hint = (await bot.reply_to(personal(bot, "tenant-uploads-7"))).text
-        assert hint == USAGE_HINT and "`docs`" in hint and "`forget <file name>`" in hint
+        assert hint == render(Help(), with_card=False).text and "`docs`" in hint and "`forget <file name>`" in hint

@@ -1,14 +1,16 @@
-"""Bounded file downloads for uploads, shared by the Slack and Teams adapters."""
+"""What the HTTP adapters share: the bounded download of uploaded files, and `GET /healthz`."""
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+
 import aiohttp
+from aiohttp import web
+
+from adapters.intents import DownloadFailed
 
 DOWNLOAD_TIMEOUT_S = 120.0
 DOWNLOAD_CHUNK_BYTES = 64 * 1024
-
-
-class DownloadFailed(Exception):
-    pass
+HealthDetails = Callable[[], Mapping[str, object]]
 
 
 async def download(url: str, limit: int, headers: dict[str, str] | None = None) -> bytes:
@@ -27,3 +29,15 @@ async def download(url: str, limit: int, headers: dict[str, str] | None = None) 
             return bytes(data[:limit])
     except (aiohttp.ClientError, TimeoutError) as exc:
         raise DownloadFailed(repr(exc)) from exc
+
+
+def healthz(health: HealthDetails | None) -> web.RouteDef:
+    """`GET /healthz`: 200 with `{"status": "ok"}` and `health()`'s details (index status, …), for probes."""
+
+    async def handle(_: web.Request) -> web.Response:
+        return web.json_response({"status": "ok", **(health() if health else {})})
+
+    return web.get("/healthz", handle)
+
+
+__all__ = ["DownloadFailed", "HealthDetails", "download", "healthz"]

@@ -1,0 +1,261 @@
+"""One conversation for every platform: an incoming message in, typed reply intents out.
+
+Slack, Teams and the terminal only turn what arrives into a `Message`, and render and send the `Reply` values
+(`adapters.intents`) this hands their `Channel`. What a message means (`help`, `docs`, `forget <file name>`, a
+shared file, a question), who may change the documents, how the core is called, how a failure is reported and
+what counts as a redelivery are decided here once, so that the platforms cannot drift apart.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections import OrderedDict, deque
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+from typing import TypeVar, Union
+
+from adapters.intents import (
+    AdminAction,
+    AdminsOnly,
+    Answered,
+    Attachment,
+    Channel,
+    Declined,
+    DocumentList,
+    DownloadFailed,
+    Failed,
+    FeedbackNotFound,
+    FeedbackRecorded,
+    FileNameMissing,
+    Forgotten,
+    Help,
+    Indexed,
+    Message,
+    NoSuchDocument,
+    NotDownloaded,
+    Rejected,
+    Reply,
+    Task,
+    UploadRefused,
+    UploadsDisabled,
+)
+from adapters.plain import render_plain
+from core.library import DocumentRejected, Documents, NotAllowed, too_large
+from core.models import Asker, Turn
+from core.service import AnswerService, QuestionRejected
+
+logger = logging.getLogger(__name__)
+
+# The core is synchronous and CPU-bound, so it runs on threads of its own: aiohttp resolves hostnames on the
+# loop's default executor, which a backlog of questions must not starve.
+CORE_THREADS = 4
+HISTORY_TURNS = 6  # earlier messages (questions and answers) remembered per thread, for platforms that keep none
+MAX_THREADS_REMEMBERED = 5000
+T = TypeVar("T")
+
+
+# --- what a message asks for -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ShowHelp:
+    pass
+
+
+@dataclass(frozen=True)
+class ListDocuments:
+    pass
+
+
+@dataclass(frozen=True)
+class ForgetDocument:
+    filename: str  # "" when the command names none
+
+
+@dataclass(frozen=True)
+class AskQuestion:
+    question: str
+
+
+Command = Union[ShowHelp, ListDocuments, ForgetDocument, AskQuestion]
+
+
+def parse(text: str) -> Command:
+    """The first word decides, wherever it was typed (`/gdpr docs x`, `@bot docs x`, a DM): `help`, `docs` and
+    `forget <file name>` are commands, an empty message asks for help, anything else is a question."""
+    words = text.split(maxsplit=1)
+    if not words:
+        return ShowHelp()
+    verb = words[0].lower()
+    if verb == "help":
+        return ShowHelp()
+    if verb == "docs":
+        return ListDocuments()
+    if verb == "forget":
+        return ForgetDocument(words[1].strip() if len(words) > 1 else "")
+    return AskQuestion(text.strip())
+
+
+class Deliveries:
+    """The one rule for redeliveries on every platform: a key (a message's, a file share's) seen in the last
+    `ttl_s` seconds is a duplicate. Platforms retry within minutes; the bound keeps memory flat."""
+
+    def __init__(self, ttl_s: float = 3600.0, max_keys: int = 50_000):
+        self._ttl_s = ttl_s
+        self._max_keys = max_keys
+        self._seen: OrderedDict[str, float] = OrderedDict()
+
+    def claim(self, *keys: str) -> bool:
+        """True for the first caller with any of `keys`; all of them count as seen afterwards."""
+        now = time.monotonic()
+        while self._seen and (len(self._seen) > self._max_keys or next(iter(self._seen.values())) < now - self._ttl_s):
+            self._seen.popitem(last=False)
+        first = not any(key in self._seen for key in keys)
+        for key in keys:
+            self._seen[key] = now
+            self._seen.move_to_end(key)
+        return first
+
+    def release(self, *keys: str) -> None:
+        """Forget `keys`, so that the platform's next delivery is taken (this one could not be accepted)."""
+        for key in keys:
+            self._seen.pop(key, None)
+
+
+class _Memory:
+    """The last few turns of each recent thread, for platforms that cannot read a thread back."""
+
+    def __init__(self, turns: int = HISTORY_TURNS, threads: int = MAX_THREADS_REMEMBERED):
+        self._turns = turns
+        self._threads_max = threads
+        self._threads: OrderedDict[str, deque[Turn]] = OrderedDict()
+
+    def history(self, key: str) -> tuple[Turn, ...]:
+        return tuple(self._threads.get(key, ()))
+
+    def remember(self, key: str, question: str, answer: str) -> None:
+        thread = self._threads.pop(key, None) or deque(maxlen=self._turns)
+        thread.extend((Turn("user", question), Turn("assistant", answer)))
+        self._threads[key] = thread
+        while len(self._threads) > self._threads_max:
+            self._threads.popitem(last=False)
+
+
+class Conversation:
+    """Turns messages into replies. Without `documents`, shared files and the document commands are answered that
+    uploads are not enabled."""
+
+    def __init__(self, service: AnswerService, documents: Documents | None = None, *, threads: int = CORE_THREADS):
+        self._service = service
+        self._documents = documents
+        self.deliveries = Deliveries()
+        self._memory = _Memory()
+        self._core = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="gdpr-core")
+
+    async def handle(self, message: Message, channel: Channel) -> None:
+        """Reply to `message` on `channel`: files are indexed, else the text is a command or a question."""
+        if message.attachments:
+            for attachment in message.attachments:
+                await self._receive(attachment, message.asker, channel)
+            return
+        command = parse(message.text)
+        if isinstance(command, AskQuestion):
+            async with channel.working():
+                await channel.send(await self.answer(message, command.question))
+            return
+        await channel.send(await self._command(command, message.asker))
+
+    async def answer(self, message: Message, question: str | None = None) -> Reply:
+        """`message` answered as `question`, by default its whole text whatever the first word (a line of a batch
+        is always a question)."""
+        question = message.text if question is None else question
+        return await self._reply(Task.ANSWERING, "", self._ask(message, question))
+
+    async def feedback(self, request_id: str, *, helpful: bool, asker: Asker) -> Reply:
+        return await self._reply(Task.FEEDBACK, request_id, self._record_feedback(request_id, helpful, asker))
+
+    async def _ask(self, message: Message, question: str) -> Reply:
+        history = await message.history() if message.history else self._memory.history(message.key)
+        try:
+            answer = await self._run(self._service.ask, question, history=tuple(history), asker=message.asker)
+        except QuestionRejected as exc:
+            return Rejected(exc)
+        if message.history is None:
+            # Remembered before it is sent, so that a follow-up arriving right after the answer already sees it.
+            self._memory.remember(message.key, question, render_plain(answer))
+        return Declined(answer, message.private) if answer.abstained else Answered(answer, message.private)
+
+    async def _record_feedback(self, request_id: str, helpful: bool, asker: Asker) -> Reply:
+        known = await self._run(self._service.record_feedback, request_id, helpful=helpful, asker=asker)
+        return FeedbackRecorded() if known else FeedbackNotFound()
+
+    async def _command(self, command: Command, asker: Asker) -> Reply:
+        if isinstance(command, ShowHelp):
+            return Help()
+        if self._documents is None:
+            return UploadsDisabled()
+        if isinstance(command, ListDocuments):
+            return await self._reply(Task.LISTING, "", self._list(self._documents, asker))
+        assert isinstance(command, ForgetDocument)
+        if not command.filename:
+            return FileNameMissing()
+        return await self._reply(Task.FORGETTING, command.filename, self._forget(self._documents, command, asker))
+
+    async def _list(self, documents: Documents, asker: Asker) -> Reply:
+        return DocumentList(tuple(await self._run(documents.list, asker)))
+
+    async def _forget(self, documents: Documents, command: ForgetDocument, asker: Asker) -> Reply:
+        if not documents.is_admin(asker):
+            return AdminsOnly(AdminAction.REMOVE)
+        try:
+            removed = await self._run(documents.forget, command.filename, asker=asker)
+        except NotAllowed:
+            return AdminsOnly(AdminAction.REMOVE)
+        return Forgotten(removed) if removed is not None else NoSuchDocument(command.filename)
+
+    async def _receive(self, attachment: Attachment, asker: Asker, channel: Channel) -> None:
+        if self._documents is None:
+            await channel.send(UploadsDisabled())
+            return
+        async with channel.working(attachment.name):
+            work = self._index(self._documents, attachment, asker)
+            await channel.send(await self._reply(Task.INDEXING, attachment.name, work))
+
+    async def _index(self, documents: Documents, attachment: Attachment, asker: Asker) -> Reply:
+        # Decided before anything is downloaded: a non-admin's file is never fetched.
+        if not documents.is_admin(asker):
+            return AdminsOnly(AdminAction.ADD)
+        if attachment.size is not None and attachment.size > documents.max_bytes:
+            return UploadRefused(attachment.name, too_large(attachment.name, documents.max_bytes))
+        try:
+            data = await attachment.fetch(documents.max_bytes + 1)  # one byte over is enough for the core to refuse
+        except DownloadFailed as exc:
+            logger.warning("Downloading %s failed: %s", attachment.name, exc)
+            return NotDownloaded(attachment.name)
+        try:
+            return Indexed(await self._run(documents.add, data, attachment.name, asker=asker))
+        except NotAllowed:
+            return AdminsOnly(AdminAction.ADD)
+        except DocumentRejected as exc:
+            return UploadRefused(attachment.name, exc.reason)
+
+    async def _reply(self, task: Task, subject: str, work: Awaitable[Reply]) -> Reply:
+        """The one turn-error path: whatever fails becomes a Failed reply, its traceback logged under the reference
+        the user is shown."""
+        try:
+            return await work
+        except Exception:
+            reference = uuid.uuid4().hex[:8]
+            logger.exception("Failed while %s %s(reference %s)", task.value, f"{subject} " if subject else "", reference)
+            return Failed(reference, task, subject)
+
+    async def _run(self, function: Callable[..., T], /, *args: object, **kwargs: object) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._core, partial(function, *args, **kwargs))
+
+
+__all__ = ["AskQuestion", "Command", "Conversation", "Deliveries", "ForgetDocument", "ListDocuments", "ShowHelp",
+           "parse"]

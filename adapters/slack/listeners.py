@@ -1,0 +1,250 @@
+"""The bolt listeners: each acknowledges within milliseconds and hands the message to the conversation.
+
+Slack never sends an acknowledged event again, so a question is journaled before it is acknowledged and marked
+done once answered; what a killed process left open is answered when the next one starts (`replay`).
+
+A file is an upload when it is sent to the bot in a DM, or shared in a channel by a message that mentions the
+bot. One share arrives as several events (a `message` of subtype `file_share`, an `app_mention`, `file_shared`),
+in any order: the first to claim the file indexes it and confirms in the share's thread.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from functools import partial
+
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
+from slack_sdk.web.async_client import AsyncWebClient
+
+from adapters.conversation import Conversation, ShowHelp, parse
+from adapters.intents import Reply
+from adapters.pending import JournalUnavailable, PendingJournal
+from adapters.slack import inbound
+from adapters.slack.inbound import Thread
+from adapters.slack.outbox import Outbox
+from adapters.slack.blocks import SlackMessage
+from adapters.slack.render import FEEDBACK_DOWN, FEEDBACK_UP, render
+from adapters.slack.uploads import SlackFiles, share_in
+from core.models import Asker
+
+logger = logging.getLogger(__name__)
+
+# Questions a killed process left unanswered are answered on restart, unless the asker has long moved on.
+REPLAY_MAX_AGE_S = 3600.0
+# A response_url accepts replies for 30 minutes only.
+COMMAND_REPLAY_MAX_AGE_S = 1800.0
+
+
+class Listeners:
+    def __init__(self, conversation: Conversation, client: AsyncWebClient, journal: PendingJournal | None):
+        self._conversation = conversation
+        self._client = client
+        self._outbox = Outbox(client)
+        self._files = SlackFiles(client)
+        self._journal = journal
+        # A thread of its own, so that a slow disk holds up neither the event loop nor the core's threads.
+        self._journal_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gdpr-journal")
+        # Strong references: the event loop keeps only weak ones to running tasks.
+        self._tasks: set[asyncio.Task] = set()
+
+    def register(self, app: AsyncApp) -> None:
+        app.event("app_mention")(self._on_mention)
+        app.event("message")(self._on_message)
+        app.event("file_shared")(self._on_file_shared)
+        app.command("/gdpr")(self._on_command)
+        app.action(FEEDBACK_UP)(self._on_feedback)
+        app.action(FEEDBACK_DOWN)(self._on_feedback)
+        # Last: bolt answers 404 to an event without a listener and Slack then retries it for hours.
+        app.event(re.compile(".*"))(self._acknowledge_only)
+
+    # --- listeners ---------------------------------------------------------------------------------------------
+
+    async def _acknowledge_only(self, ack: AsyncAck) -> None:
+        await ack()
+
+    async def _on_mention(self, ack: AsyncAck, body: dict, event: dict, context: AsyncBoltContext) -> None:
+        if inbound.from_a_bot(event) or not inbound.answerable(event):
+            await ack()
+        elif event.get("files"):
+            await ack()
+            self._receive_files(event, context)
+        else:
+            await self._accept(ack, body, event, context)
+
+    async def _on_message(self, ack: AsyncAck, body: dict, event: dict, context: AsyncBoltContext) -> None:
+        if inbound.from_a_bot(event) or not inbound.answerable(event):
+            await ack()
+        elif event.get("files"):
+            await ack()
+            # Not every share that mentions the bot comes as app_mention too, so this one is looked at as well.
+            if event.get("channel_type") == "im" or inbound.mentions(event, context.bot_user_id):
+                self._receive_files(event, context)
+        elif event.get("channel_type") != "im" or event.get("subtype"):
+            await ack()  # channel messages arrive only for thread context; a question there comes as app_mention
+        else:
+            await self._accept(ack, body, event, context)
+
+    async def _on_file_shared(self, ack: AsyncAck, event: dict, context: AsyncBoltContext) -> None:
+        await ack()
+        channel, file_id = event.get("channel_id") or "", event.get("file_id")
+        # In a channel a file is for the bot only when its message mentions the bot, which this event cannot
+        # tell; those shares come as message events too. DM channel ids start with "D".
+        if channel.startswith("D") and file_id:
+            asker = Asker(platform="slack", workspace=context.team_id, channel=channel, user=event.get("user_id"))
+            self._spawn(self._index_shared_file(file_id, channel, asker))
+
+    async def _on_command(self, ack: AsyncAck, command: dict) -> None:
+        message = inbound.command(command)
+        if isinstance(parse(message.text), ShowHelp):
+            # Needs no core and no response_url: the reply is the acknowledgement itself.
+            replies = _Collected()
+            await self._conversation.handle(message, replies)
+            await ack(text="\n".join(m.text for m in replies.messages), response_type="ephemeral")
+            return
+        if not isinstance(command.get("response_url"), str):
+            logger.warning("Ignoring a /gdpr command without a response_url")
+            await ack()
+            return
+        # Slash commands are never redelivered, so each is a message of its own.
+        key = f"command:{uuid.uuid4().hex}"
+        await self._journal_add(key, "command", {"command": command, "accepted_at": time.time()})
+        await ack()
+        self._answer_command(key, command)
+
+    async def _on_feedback(self, ack: AsyncAck, body: dict, action: dict) -> None:
+        await ack()
+        helpful = action["action_id"] == FEEDBACK_UP
+        self._spawn(self._feedback(action.get("value", ""), helpful, inbound.action_asker(body),
+                                   body.get("response_url")))
+
+    # --- answering ----------------------------------------------------------------------------------------------
+
+    async def _accept(self, ack: AsyncAck, body: dict, event: dict, context: AsyncBoltContext) -> None:
+        """Journal a first delivery before acknowledging it: once acknowledged, Slack never sends it again."""
+        keys = inbound.delivery_keys(body, event)
+        if not self._conversation.deliveries.claim(*keys):
+            await ack()
+            return
+        identity = {"team_id": context.team_id, "bot_user_id": context.bot_user_id, "bot_id": context.bot_id}
+        key = inbound.message_key(event)
+        try:
+            await self._journal_add(key, event["type"], {"event": event, "context": identity,
+                                                         "accepted_at": time.time()})
+        except JournalUnavailable:
+            self._conversation.deliveries.release(*keys)  # so that Slack's retry is taken
+            raise
+        await ack()
+        self._answer_in_thread(key, event, context)
+
+    def _answer_in_thread(self, key: str, event: dict, context: AsyncBoltContext) -> None:
+        thread, message = inbound.question(event, context, self._client)
+        self._spawn(self._journaled(key, self._conversation.handle(message, self._outbox.thread(thread))))
+
+    def _answer_command(self, key: str, command: dict) -> None:
+        replies = self._outbox.command(command["response_url"], command.get("user_id"))
+        self._spawn(self._journaled(key, self._conversation.handle(inbound.command(command), replies)))
+
+    async def _feedback(self, request_id: str, helpful: bool, asker: Asker, response_url: str | None) -> None:
+        reply = await self._conversation.feedback(request_id, helpful=helpful, asker=asker)
+        if response_url:
+            await self._outbox.respond(response_url, render(reply))
+
+    # --- uploads ------------------------------------------------------------------------------------------------
+
+    def _receive_files(self, event: dict, context: AsyncBoltContext) -> None:
+        thread, asker = inbound.share_thread(event), inbound.event_asker(event, context)
+        for file in event["files"]:
+            if self._conversation.deliveries.claim(inbound.file_key(file["id"], thread.channel)):
+                self._spawn(self._index(file, thread, asker))
+
+    async def _index_shared_file(self, file_id: str, channel: str, asker: Asker) -> None:
+        file = await self._files.info(file_id)
+        share = share_in(file, channel) if file else None
+        if file is None or share is None:
+            # Nothing to index and no thread to confirm in; the share's message event may still bring it.
+            logger.warning("No details for file %s shared in %s", file_id, channel)
+            return
+        # Claimed only now, so a failed files.info leaves the file to the message event.
+        if self._conversation.deliveries.claim(inbound.file_key(file_id, channel)):
+            ts, thread_ts = share
+            await self._index(file, Thread(channel, ts, thread_ts or ts), asker)
+
+    async def _index(self, file: dict, thread: Thread, asker: Asker) -> None:
+        message = inbound.upload(thread, asker, await self._files.attachment(file))
+        await self._conversation.handle(message, self._outbox.thread(thread))
+
+    # --- questions a killed process left unanswered --------------------------------------------------------------
+
+    def replay(self) -> None:
+        """Answer, through the usual paths, what the journal holds: accepted, then the process died."""
+        if self._journal is None:
+            return
+        for key, kind, payload in self._journal.open_items():
+            # Done before answering: a question that killed the process must not kill every restart too.
+            self._journal.done(key)
+            try:
+                self._replay_one(key, kind, payload)
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                logger.error("Skipping journal entry %s that cannot be answered (%s: %s)", key, type(exc).__name__, exc)
+
+    def _replay_one(self, key: str, kind: str, payload: dict) -> None:
+        age_s = time.time() - float(payload.get("accepted_at", 0))
+        max_age_s = COMMAND_REPLAY_MAX_AGE_S if kind == "command" else REPLAY_MAX_AGE_S
+        if age_s > max_age_s:
+            logger.warning("Not answering %s accepted %.0f s ago by a previous process: too old", key, age_s)
+            return
+        if kind == "command":
+            if not isinstance(payload["command"]["response_url"], str):
+                raise ValueError("the command has no response_url")
+            logger.info("Answering %s, accepted but never answered by a previous process", key)
+            self._answer_command(key, payload["command"])
+            return
+        event = payload["event"]
+        if not inbound.answerable(event):
+            raise ValueError("the event has no channel or ts")
+        logger.info("Answering %s, accepted but never answered by a previous process", key)
+        # Claimed, so a redelivery of an event the dead process never acknowledged is not answered twice.
+        self._conversation.deliveries.claim(key)
+        self._answer_in_thread(key, event, AsyncBoltContext(payload["context"]))
+
+    async def _journaled(self, key: str, answering: Awaitable[None]) -> None:
+        """`answering`, then the question is done: cancelled or failed, it stays open for the next start."""
+        await answering
+        if self._journal is not None:
+            await asyncio.get_running_loop().run_in_executor(self._journal_thread, self._journal.done, key)
+
+    async def _journal_add(self, key: str, kind: str, payload: dict) -> None:
+        """On disk when this returns (raises JournalUnavailable otherwise)."""
+        if self._journal is not None:
+            await asyncio.get_running_loop().run_in_executor(
+                self._journal_thread, partial(self._journal.add, key, kind, payload))
+
+    def _spawn(self, work: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("Background Slack task failed", exc_info=task.exception())
+
+
+class _Collected:
+    """Replies kept for the acknowledgement of a slash command, instead of being sent."""
+
+    def __init__(self) -> None:
+        self.messages: list[SlackMessage] = []
+
+    async def send(self, reply: Reply) -> None:
+        self.messages += render(reply)
+
+    @asynccontextmanager
+    async def working(self, file_name: str | None = None) -> AsyncIterator[None]:
+        yield

@@ -1,0 +1,216 @@
+"""Reply intents as Slack Block Kit messages: escaping, layout, and splitting within Slack's limits.
+
+Pure functions only (no I/O), so every rule about what users see can be unit-tested. Everything that comes
+from users, models or PDFs is escaped; the bot's own sentences come from `adapters.wording`.
+"""
+from __future__ import annotations
+
+import re
+from urllib.parse import urlsplit
+
+from adapters import wording
+from adapters.intents import (
+    AdminsOnly,
+    Answered,
+    Declined,
+    DocumentList,
+    Failed,
+    FeedbackNotFound,
+    FeedbackRecorded,
+    FileNameMissing,
+    Forgotten,
+    Help,
+    Indexed,
+    NoSuchDocument,
+    NotDownloaded,
+    Rejected,
+    Reply,
+    UploadRefused,
+    UploadsDisabled,
+)
+from adapters.slack.blocks import (
+    MAX_FALLBACK_CHARS,
+    MAX_TEXT_CHARS,
+    Group,
+    SlackMessage,
+    chunks,
+    clip,
+    context,
+    pack,
+    quote,
+    section,
+)
+from core.models import Citation
+
+FEEDBACK_UP = "feedback_up"
+FEEDBACK_DOWN = "feedback_down"
+
+_BROADCASTS = re.compile(r"@(channel|here|everyone)\b", re.IGNORECASE)
+
+
+def escape(text: str) -> str:
+    """Make user, model or document text safe to echo as mrkdwn.
+
+    Escaping `&`, `<` and `>` turns every `<!channel>`, `<@U…>` or `<url|label>` into literal text; the
+    zero-width space keeps a bare "@here" from being parsed by clients that still link names.
+    """
+    escaped = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _BROADCASTS.sub("@\u200b\\1", escaped)
+
+
+def render(reply: Reply, *, asked_by: str | None = None) -> list[SlackMessage]:
+    """`reply` as one or more messages; `asked_by` (a user id) repeats the question above an answer, for slash
+    commands, whose question nobody else sees."""
+    match reply:
+        case Answered() | Declined():
+            return render_answer(reply, asked_by=asked_by)
+        case DocumentList():
+            return render_document_list(reply)
+    return [render_text(_reply_text(reply))]
+
+
+def _reply_text(reply: Reply) -> str:
+    """The mrkdwn of a reply that is a single short message."""
+    match reply:
+        case Help():
+            return _help_text()
+        case Rejected(reason=reason):
+            return escape(wording.rejected(reason))
+        case Failed(reference=reference, task=task, subject=subject):
+            return ":warning: " + wording.apology(f"`{reference}`", task.value, escape(subject))
+        case Forgotten(record=record):
+            return wording.forgotten(escape(record.filename))
+        case NoSuchDocument(filename=filename):
+            return wording.no_such_document(escape(filename))
+        case AdminsOnly(action=action):
+            return wording.admins_only(action.value)
+        case Indexed(record=record):
+            return wording.indexed(escape(record.filename), record.pages, record.passages)
+        case UploadRefused(reason=reason):
+            return escape(reason)
+        case NotDownloaded(filename=filename):
+            return ":warning: " + wording.not_downloaded(escape(filename), "slack")
+        case FileNameMissing():
+            return wording.FILE_NAME_MISSING
+        case UploadsDisabled():
+            return wording.UPLOADS_DISABLED
+        case FeedbackRecorded():
+            return wording.FEEDBACK_RECORDED
+        case FeedbackNotFound():
+            return wording.FEEDBACK_NOT_FOUND
+    raise TypeError(f"not a single-message reply: {reply!r}")
+
+
+def _help_text() -> str:
+    return "\n".join([f"*{wording.HELP_LEAD}* {wording.HELP_ABOUT}", *(f"• {p}" for p in wording.HELP["slack"])])
+
+
+def render_text(text: str) -> SlackMessage:
+    """A short reply we wrote ourselves, dynamic parts already escaped: `text` is trusted mrkdwn."""
+    return SlackMessage(text=clip(text, MAX_FALLBACK_CHARS), blocks=(section(clip(text, MAX_TEXT_CHARS)),))
+
+
+def render_document_list(reply: DocumentList) -> list[SlackMessage]:
+    """The workspace's uploaded documents, newest last, split over messages like an answer."""
+    if not reply.records:
+        return [render_text(wording.NO_DOCUMENTS["slack"])]
+    lines = [f"*{wording.DOCUMENTS_HEADER}* {wording.documents_header(len(reply.records), 'slack')}"] + [
+        "• " + wording.document_line(escape(r.filename), r.pages, r.passages, f"<@{escape(r.uploader)}>",
+                                     r.uploaded_at[:10])
+        for r in reply.records
+    ]
+    return pack([Group((section(chunk),), chunk) for chunk in chunks("\n".join(lines))], wording.SOURCE_LINE)
+
+
+def render_answer(reply: Answered | Declined, *, asked_by: str | None = None) -> list[SlackMessage]:
+    """The answer (or why it is declined) as one or more messages, the question repeated when `asked_by`."""
+    answer = reply.answer
+    groups: list[Group] = []
+    if asked_by:
+        who = f"<@{asked_by}>"
+        echo = f"*{wording.asked(who)}*\n{quote(escape(answer.question))}"
+        groups.append(Group((section(clip(echo, MAX_TEXT_CHARS)),),
+                             f"{wording.asked(who)} {escape(answer.question)}"))
+    if isinstance(reply, Declined):
+        groups += _declined(reply)
+    else:
+        groups += _statements(reply)
+        groups += _citations(answer.citations)
+    groups += _context_lines(reply)
+    return pack(groups, wording.SOURCE_LINE)
+
+
+def _statements(reply: Answered) -> list[Group]:
+    lines = []
+    for statement in reply.answer.statements:
+        if statement.text is None:  # the quotes below speak for themselves
+            continue
+        labels = dict.fromkeys(c.label for c in statement.citations)
+        missing = [label for label in labels if label not in statement.text]
+        suffix = f" [{'; '.join(missing)}]" if missing else ""
+        lines.append(escape(statement.text + suffix))
+    return [Group((section(chunk),), chunk) for chunk in chunks("\n".join(lines))]
+
+
+def _declined(reply: Declined) -> list[Group]:
+    header = f":grey_question: *{wording.DECLINED_HEADER}*"
+    groups = [Group((section(header),), wording.DECLINED_HEADER + ".")]
+    for chunk in chunks(wording.declined(reply.reason, reply.missing)):
+        groups.append(Group((section(chunk),), chunk))
+    return groups
+
+
+def _citations(citations: tuple[Citation, ...]) -> list[Group]:
+    regulation = [c for c in citations if c.kind != "document"]
+    documents = [c for c in citations if c.kind == "document"]
+    groups = [_citation(c) for c in regulation]
+    for i, citation in enumerate(documents):
+        group = _citation(citation)
+        if i == 0:  # the header travels with the first document so it never ends a message on its own
+            group = Group((context(f":page_facing_up: *{wording.DOCUMENTS_HEADER}*"),) + group.blocks, group.fallback)
+        groups.append(group)
+    return groups
+
+
+def _citation(citation: Citation) -> Group:
+    label = f"*{_link(citation.url, citation.label)}*"
+    quoted = quote(escape(citation.quote))
+    first, *rest = chunks(f"{label}\n{quoted}")
+    blocks = (section(first),) + tuple(section(chunk) for chunk in rest)
+    return Group(blocks, f"{escape(citation.label)}: “{escape(citation.quote)}”")
+
+
+def _context_lines(reply: Answered | Declined) -> list[Group]:
+    groups = []
+    if isinstance(reply, Declined) and reply.related:
+        links = ", ".join(_link(p.url, p.label) for p in reply.related)
+        groups.append(Group((context(f"{wording.RELATED_HEADER} {links}"),), ""))
+    for notice in reply.answer.notices:
+        groups.append(Group((context(f":information_source: {wording.NOTICES[notice]}"),), ""))
+    footer = (context(wording.SOURCE_LINE), _feedback_buttons(reply.answer.request_id))
+    groups.append(Group(footer, ""))
+    return groups
+
+
+def _link(url: str, label: str) -> str:
+    """`<url|label>` for http(s) URLs; other schemes (and blanks) render as the bare label."""
+    if urlsplit(url).scheme not in ("http", "https"):
+        return escape(label)
+    safe_url = url.replace("&", "&amp;").replace("<", "%3C").replace(">", "%3E").replace("|", "%7C")
+    return f"<{safe_url}|{escape(label).replace('|', '¦')}>"
+
+
+def _feedback_buttons(request_id: str) -> dict:
+    return {
+        "type": "actions",
+        "block_id": "feedback",
+        "elements": [
+            {"type": "button", "action_id": FEEDBACK_UP, "value": request_id,
+             "text": {"type": "plain_text", "text": wording.FEEDBACK_HELPFUL, "emoji": True}},
+            {"type": "button", "action_id": FEEDBACK_DOWN, "value": request_id,
+             "text": {"type": "plain_text", "text": wording.FEEDBACK_NOT_HELPFUL, "emoji": True}},
+        ],
+    }
+
+
+__all__ = ["FEEDBACK_DOWN", "FEEDBACK_UP", "escape", "render", "render_answer", "render_document_list", "render_text"]

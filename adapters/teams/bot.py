@@ -1,0 +1,211 @@
+"""The Bot Framework activity handler: Teams activities in, conversation messages out, rendered replies back.
+
+Every Bot Framework type the conversation's messages and replies meet stays here and in `app`, so moving to
+another SDK touches only this package.
+"""
+from __future__ import annotations
+
+import ipaddress
+import logging
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+from urllib.parse import urlsplit
+
+from botbuilder.core import ActivityHandler, CardFactory, InvokeResponse, TurnContext
+from botbuilder.schema import Activity, ActivityTypes, Entity, ResourceResponse, TextFormatTypes
+from botframework.connector import Channels
+
+from adapters.conversation import Conversation
+from adapters.intents import Answered, Attachment, Declined, DownloadFailed, Failed, FeedbackNotFound, Message, Reply
+from adapters.teams.render import TeamsMessage, fallback_text, render
+from adapters.web import download
+from core.models import Asker
+
+logger = logging.getLogger(__name__)
+
+MAX_TRACKED_ANSWERS = 10_000  # sent answers whose feedback buttons can still be mapped to a request id
+FEEDBACK_INVOKE = "message/submitAction"
+# Teams renders the citation entity in personal and group chats but not in channels.
+NATIVE_CITATION_CONVERSATIONS = frozenset({"personal", "groupChat"})
+FILE_DOWNLOAD_INFO = "application/vnd.microsoft.teams.file.download.info"
+
+
+class _SentAnswers:
+    """Which request id each recently sent answer has, for its feedback buttons (least recently used forgotten)."""
+
+    def __init__(self, capacity: int = MAX_TRACKED_ANSWERS) -> None:
+        self._capacity = capacity
+        self._ids: OrderedDict[str, str] = OrderedDict()
+
+    def get(self, activity_id: str) -> str | None:
+        if activity_id in self._ids:
+            self._ids.move_to_end(activity_id)
+        return self._ids.get(activity_id)
+
+    def put(self, activity_id: str, request_id: str) -> None:
+        self._ids[activity_id] = request_id
+        self._ids.move_to_end(activity_id)
+        while len(self._ids) > self._capacity:
+            self._ids.popitem(last=False)
+
+
+class GdprTeamsBot(ActivityHandler):
+    """Answers messages in channels, group chats and personal chats; records feedback-button clicks; indexes the
+    files sent to it."""
+
+    def __init__(self, conversation: Conversation) -> None:
+        self._conversation = conversation
+        self._answers = _SentAnswers()
+
+    async def on_message_activity(self, turn_context: TurnContext) -> None:
+        activity = turn_context.activity
+        key = f"teams:{activity.conversation.id}"
+        if activity.id and not self._conversation.deliveries.claim(f"{key}:{activity.id}"):
+            return  # the connector delivered it again
+        message = Message(_question_text(activity), _asker(activity), key, attachments=_attachments(activity))
+        await self._conversation.handle(message, _TurnReplies(turn_context, self._answers))
+
+    async def on_invoke_activity(self, turn_context: TurnContext) -> InvokeResponse | None:
+        activity = turn_context.activity
+        if activity.name != FEEDBACK_INVOKE:
+            return await super().on_invoke_activity(turn_context)
+        value = activity.value if isinstance(activity.value, dict) else {}
+        action_value = value.get("actionValue") if isinstance(value.get("actionValue"), dict) else {}
+        reaction = action_value.get("reaction")
+        if value.get("actionName") != "feedback" or reaction not in ("like", "dislike"):
+            return InvokeResponse(status=400)
+        request_id = self._answers.get(activity.reply_to_id or "")
+        if request_id is None:
+            # Answers are mapped in memory only; after a restart or eviction the click cannot be attributed.
+            logger.warning("Feedback on unknown Teams message %r not recorded", activity.reply_to_id)
+            return InvokeResponse(status=200)
+        reply = await self._conversation.feedback(request_id, helpful=reaction == "like", asker=_asker(activity))
+        if isinstance(reply, FeedbackNotFound):
+            logger.warning("Feedback on answer %s not recorded: no such answer", request_id)
+        return InvokeResponse(status=500 if isinstance(reply, Failed) else 200)
+
+
+class _TurnReplies:
+    """The replies to one activity, sent in its conversation (in a channel, inside the message's thread)."""
+
+    def __init__(self, turn_context: TurnContext, answers: _SentAnswers) -> None:
+        self._turn = turn_context
+        self._answers = answers
+
+    async def send(self, reply: Reply) -> None:
+        message = render(reply, with_card=not _shows_native_citations(self._turn.activity))
+        if not isinstance(reply, (Answered, Declined)):
+            await self._turn.send_activity(_activity(message))
+            return
+        try:
+            sent = await self._turn.send_activity(_activity(message))
+        except Exception:
+            # Teams refuses a whole message over one field it rejects (a citation, the card); markdown alone still
+            # carries every statement with its verbatim quotes.
+            logger.exception("Sending answer %s failed; retrying as plain text", reply.answer.request_id)
+            sent = await self._turn.send_activity(_activity(TeamsMessage(fallback_text(reply))))
+        self._remember(sent, reply.answer.request_id)
+
+    def _remember(self, sent: ResourceResponse | None, request_id: str) -> None:
+        if sent is not None and sent.id:
+            self._answers.put(sent.id, request_id)
+
+    @asynccontextmanager
+    async def working(self, file_name: str | None = None) -> AsyncIterator[None]:
+        # Sent explicitly: the SDK's ShowTypingMiddleware waits 0.5 s first, so fast answers got none.
+        await self._turn.send_activity(Activity(type=ActivityTypes.typing))
+        yield
+
+
+class _RawEntity(Entity):
+    """An entity sent with all its properties: the SDK's Entity serializes only `type`, which would
+    strip the citations from Teams' AI-generated-content entity."""
+
+    _attribute_map = {
+        "type": {"key": "type", "type": "str"},
+        "additional_properties": {"key": "", "type": "{object}"},
+    }
+
+    def __init__(self, entity: dict[str, Any]) -> None:
+        super().__init__(type=entity["type"])
+        self.additional_properties = {k: v for k, v in entity.items() if k != "type"}
+
+
+def _activity(message: TeamsMessage) -> Activity:
+    return Activity(
+        type=ActivityTypes.message,
+        text=message.text,
+        text_format=TextFormatTypes.markdown,
+        entities=[_RawEntity(entity) for entity in message.entities] or None,
+        attachments=[CardFactory.adaptive_card(card) for card in message.cards] or None,
+        channel_data=message.channel_data,
+    )
+
+
+def _question_text(activity: Activity) -> str:
+    """The message text without the @mention of this bot (Teams puts "<at>Name</at>" in the text).
+
+    Not TurnContext.remove_recipient_mention: it raises on mention entities lacking "mentioned" or a type.
+    """
+    text = activity.text or ""
+    bot_id = activity.recipient.id if activity.recipient else None
+    for entity in activity.entities or []:
+        properties = entity.additional_properties or {}
+        mentioned = properties.get("mentioned") if isinstance(properties.get("mentioned"), dict) else {}
+        mention_text = properties.get("text")
+        if (entity.type or "").lower() == "mention" and mentioned.get("id") == bot_id and mention_text:
+            text = text.replace(mention_text, " ")
+    return " ".join(text.split())
+
+
+def _attachments(activity: Activity) -> tuple[Attachment, ...]:
+    """Files sent with the message. Teams sends them to bots in personal chats (manifest: supportsFiles), with a
+    pre-authorised, short-lived download URL that is fetched without credentials."""
+    files = []
+    for attachment in activity.attachments or []:
+        content = attachment.content if isinstance(attachment.content, dict) else {}
+        url = content.get("downloadUrl")
+        if attachment.content_type == FILE_DOWNLOAD_INFO and isinstance(url, str) and url:
+            files.append(Attachment(attachment.name or "document", None, _fetcher(url)))
+    return tuple(files)
+
+
+def _fetcher(url: str):
+    async def fetch(limit: int) -> bytes:
+        parts = urlsplit(url)
+        # HTTPS, or plain HTTP on loopback (the Emulator and local tests).
+        if not (parts.scheme == "https" or (parts.scheme == "http" and _is_loopback(parts.hostname or ""))):
+            raise DownloadFailed(f"not an HTTPS URL: {url!r}")
+        return await download(url, limit)
+
+    return fetch
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _asker(activity: Activity) -> Asker:
+    channel_data = activity.channel_data if isinstance(activity.channel_data, dict) else {}
+    tenant = channel_data.get("tenant") if isinstance(channel_data.get("tenant"), dict) else {}
+    team = channel_data.get("team") if isinstance(channel_data.get("team"), dict) else {}
+    conversation = activity.conversation
+    sender = activity.from_property
+    return Asker(
+        platform="teams",
+        workspace=tenant.get("id") or (conversation.tenant_id if conversation else None) or team.get("id"),
+        channel=conversation.id if conversation else None,
+        user=(sender.aad_object_id or sender.id) if sender else None,
+    )
+
+
+def _shows_native_citations(activity: Activity) -> bool:
+    conversation_type = activity.conversation.conversation_type if activity.conversation else None
+    return activity.channel_id == Channels.ms_teams and conversation_type in NATIVE_CITATION_CONVERSATIONS
