@@ -143,7 +143,7 @@ class Components:
 
     @cached_property
     def retriever(self) -> Retriever:
-        retriever = Retriever(self.store, self.dense_index(), self.embedder, self.reranker, RetrievalConfig(),
+        retriever = Retriever(self.store, self.dense_index().matrix(), self.embedder, self.reranker, RetrievalConfig(),
                               self.lexical_indexes())
         retriever.warm_up()
         return retriever

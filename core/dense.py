@@ -71,6 +71,40 @@ def provision_entries(provisions: Sequence[Provision], guides: Mapping[str, Sequ
     return entries
 
 
+def best_per_key(similarities: Sequence[float], kinds: Sequence[str], keys: Sequence[str]) -> dict[str, dict[str, float]]:
+    """Cosine similarity per kind and key: the best entry of each key."""
+    best: dict[str, dict[str, float]] = {}
+    for similarity, kind, key in zip(similarities, kinds, keys):
+        per_key = best.setdefault(kind, {})
+        if similarity > per_key.get(key, -1.0):
+            per_key[key] = float(similarity)
+    return best
+
+
+@dataclass(frozen=True)
+class DenseMatrix:
+    """A collection's vectors held in memory and searched exactly: for the Regulation's few thousand entries
+    this costs a millisecond, and unlike an approximate graph it ranks the same on every machine, so the
+    scores (and what the abstention model learned from them) do not depend on where the index was built."""
+
+    vectors: np.ndarray  # entries × dimensions, normalised
+    kinds: tuple[str, ...]
+    keys: tuple[str, ...]
+
+    @property
+    def size(self) -> int:
+        return len(self.keys)
+
+    def search(self, query_vector: np.ndarray, n_results: int | None = None) -> dict[str, dict[str, float]]:
+        """As VectorCollection.search, exactly: the nearest `n_results` entries (all by default)."""
+        if not self.size:
+            return {}
+        similarities = self.vectors @ query_vector.astype(np.float32)
+        n = min(n_results or self.size, self.size)
+        nearest = np.argpartition(-similarities, n - 1)[:n] if n < self.size else np.arange(self.size)
+        return best_per_key(similarities[nearest], [self.kinds[i] for i in nearest], [self.keys[i] for i in nearest])
+
+
 class VectorCollection:
     def __init__(self, client: chromadb.ClientAPI, embedder: Embedder, name: str):
         self._client = client
@@ -139,6 +173,13 @@ class VectorCollection:
     def size(self) -> int:
         return self._collection.count()
 
+    def matrix(self) -> DenseMatrix:
+        """Every stored vector, in memory, for exact search."""
+        stored = self._collection.get(include=["embeddings", "metadatas"])
+        metadatas = stored["metadatas"] or []
+        return DenseMatrix(np.asarray(stored["embeddings"], dtype=np.float32).reshape(len(metadatas), -1),
+                           tuple(m["kind"] for m in metadatas), tuple(m["key"] for m in metadatas))
+
     def search(self, query_vector: np.ndarray, n_results: int | None = None) -> dict[str, dict[str, float]]:
         """Cosine similarity per kind and key (best entry of each key), over the nearest `n_results`
         entries (all of them by default)."""
@@ -147,10 +188,6 @@ class VectorCollection:
             return {}
         result = self._collection.query(query_embeddings=[query_vector.tolist()], n_results=min(n_results or size, size),
                                         include=["distances", "metadatas"])
-        best: dict[str, dict[str, float]] = {}
-        for distance, meta in zip(result["distances"][0], result["metadatas"][0]):
-            per_key = best.setdefault(meta["kind"], {})
-            similarity = 1.0 - float(distance)
-            if similarity > per_key.get(meta["key"], -1.0):
-                per_key[meta["key"]] = similarity
-        return best
+        metadatas = result["metadatas"][0]
+        return best_per_key([1.0 - float(d) for d in result["distances"][0]], [m["kind"] for m in metadatas],
+                            [m["key"] for m in metadatas])

@@ -32,7 +32,7 @@ K1 = 1.5
 B = 0.75
 EPSILON = 0.25
 # Bumped when what an index holds changes, so stored indexes are rebuilt.
-LEXICAL_SCHEMA = 2
+LEXICAL_SCHEMA = 3
 
 
 @dataclass(frozen=True)

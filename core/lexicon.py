@@ -85,10 +85,11 @@ def learn(lang: str, pairs: Iterable[tuple[str, str]]) -> Lexicon:
     english_vocab: dict[str, int] = {}
     native_rows, native_cols, english_rows, english_cols = [], [], [], []
     for segment, (native, english) in enumerate(pairs):
-        for token in set(tokenize(native, lang)):
+        # dict.fromkeys, not set: the order of the vocabulary decides ties, and a set's order changes per process.
+        for token in dict.fromkeys(tokenize(native, lang)):
             native_rows.append(native_vocab.setdefault(token, len(native_vocab)))
             native_cols.append(segment)
-        for word in set(_ENGLISH_WORD.findall(strip_accents(english.lower()))):
+        for word in dict.fromkeys(_ENGLISH_WORD.findall(strip_accents(english.lower()))):
             english_rows.append(english_vocab.setdefault(word, len(english_vocab)))
             english_cols.append(segment)
     n = max(native_cols + english_cols, default=-1) + 1

@@ -14,7 +14,7 @@ from functools import cached_property
 
 import numpy as np
 
-from core.dense import VectorCollection
+from core.dense import DenseMatrix
 from core.embedding import Embedder
 from core.language import detect_language
 from core.lexical import LexicalIndexes
@@ -165,7 +165,7 @@ def _rrf(values: np.ndarray, k: int) -> np.ndarray:
 
 
 class Retriever:
-    def __init__(self, store: ProvisionStore, dense: VectorCollection, embedder: Embedder, reranker: Reranker,
+    def __init__(self, store: ProvisionStore, dense: DenseMatrix, embedder: Embedder, reranker: Reranker,
                  config: RetrievalConfig, lexical: LexicalIndexes):
         self.store = store
         self.dense = dense
