@@ -103,6 +103,8 @@ _PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 _CHILD = "import sys; sys.path.insert(0, sys.argv[1]); from corpus.documents import _child_main; _child_main()"
 _CHILD_FILE_LIMIT = 16 * 2**20  # what the child may write to its error log: MuPDF warnings are chatty
 _READER_NICENESS = 10
+_CHILD_ENV = frozenset({"PATH", "HOME", "LANG", "TMPDIR", "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONHOME",
+                        "VIRTUAL_ENV", "SYSTEMROOT"})
 
 
 class _Refusal(Exception):
@@ -166,7 +168,7 @@ def _read_in_child(data: bytes, filename: str, limits: dict) -> dict:
     timeout = limits["timeout_s"]
     with _READERS, tempfile.TemporaryFile() as errors:
         child = subprocess.Popen([sys.executable, "-c", _CHILD, str(_PACKAGE_ROOT), json.dumps(limits)],
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors)
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors, env=_child_env())
         try:
             out, _ = child.communicate(data, timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -197,6 +199,12 @@ def _read_in_child(data: bytes, filename: str, limits: dict) -> dict:
     if child.returncode == -signal.SIGKILL or re.search(r"memory|alloc", tail, re.IGNORECASE):
         return {"refused": "memory"}
     return {"refused": "crashed"}
+
+
+def _child_env() -> dict[str, str]:
+    """What the reader needs of the bot's environment, and nothing else: the file it reads is untrusted, and
+    the bot's environment holds its tokens and keys."""
+    return {k: v for k, v in os.environ.items() if k in _CHILD_ENV or k.startswith("LC_")}
 
 
 def _child_main() -> None:

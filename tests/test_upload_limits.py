@@ -149,6 +149,23 @@ def test_an_interrupted_upload_leaves_no_reader_behind(monkeypatch):
     assert _children() == []
 
 
+def test_the_reader_gets_none_of_the_bots_secrets(monkeypatch, policy):
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-secret")
+    monkeypatch.setenv("GROQ_API_KEY", "gsk-secret")
+    started = []
+    popen = subprocess.Popen
+
+    def recorded(*args, **kwargs):
+        started.append(kwargs.get("env"))
+        return popen(*args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", recorded)
+    assert ingest_pdf(policy, "Policy.pdf", **LIMITS).page_count == 3
+    (env,) = started
+    assert env is not None and "PATH" in env
+    assert not {"SLACK_BOT_TOKEN", "GROQ_API_KEY"} & set(env)
+
+
 def test_a_memory_limit_too_small_for_the_reader_itself_is_the_operators_problem():
     with pytest.raises(RuntimeError, match="GDPRBOT_UPLOAD_PARSE_MEMORY_MB=30"):
         ingest_pdf(policy_pdf(1), "Policy.pdf", **LIMITS, memory_mb=30)
