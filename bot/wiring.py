@@ -223,4 +223,6 @@ class Components:
         s = self.settings
         library = DocumentLibrary(self.chroma, self.embedder, s.data_dir / "documents")
         return Documents(library, s.admin_ids, max_bytes=int(s.max_upload_mb * 1024 * 1024),
-                         max_pages=s.max_upload_pages)
+                         max_pages=s.max_upload_pages, max_chars=s.max_upload_chars,
+                         max_passages=s.max_upload_passages, parse_timeout_s=s.upload_parse_timeout_s,
+                         parse_memory_mb=s.upload_parse_memory_mb)

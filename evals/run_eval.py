@@ -167,7 +167,7 @@ def cmd_ops_load(args, components: Components) -> int:
 def cmd_documents(args, components: Components) -> int:
     from evals import doc_benchmark
 
-    print(json.dumps(doc_benchmark.run(args.pages), indent=2))
+    print(json.dumps(doc_benchmark.run(args.pages, components=components), indent=2))
     return 0
 
 
@@ -202,8 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     from evals import ops_load
 
     ops_load.add_arguments(commands.add_parser("ops-load", help="N signed mentions over D s to a real bot process"))
-    documents = commands.add_parser("documents", help="index a generated N-page PDF")
-    documents.add_argument("--pages", type=int, default=100)
+    documents = commands.add_parser("documents", help="index a generated N-page PDF; question latency during "
+                                                      "the upload; a PDF bomb")
+    documents.add_argument("--pages", type=int, default=200)
     args = parser.parse_args(argv)
     quiet_model_loading()
     components = Components(load_settings())

@@ -1,9 +1,12 @@
-"""Real PDFs made with PyMuPDF for the upload tests: a text policy, a scan, an encrypted file, a PNG."""
+"""Real PDFs made with PyMuPDF for the upload tests: a text policy, a scan, an encrypted file, a PNG, and a
+PDF bomb of a million content-stream operators (raw PDF bytes, shared with the upload benchmark)."""
 from __future__ import annotations
 
 import functools
 
 import pymupdf
+
+from evals.doc_benchmark import operator_bomb_pdf
 
 INVOICES = "Customer invoices are kept for ten years in the finance archive."
 PAGES = (
@@ -44,3 +47,16 @@ def png_bytes() -> bytes:
 def page_text(data: bytes, number: int) -> str:
     with pymupdf.open(stream=data, filetype="pdf") as doc:
         return " ".join(doc[number - 1].get_text().split())
+
+
+@functools.cache
+def operator_bomb() -> bytes:
+    """One page, 1.2 MB, 1,000,000 operators: PyMuPDF takes 1.4 GB to extract its text."""
+    return operator_bomb_pdf(1_000_000)
+
+
+@functools.cache
+def slow_bomb() -> bytes:
+    """100 pages of 60,000 operators each (one stream, 90,000 characters a page): each page is within the
+    per-page limit, and all of them take over half a minute to read."""
+    return operator_bomb_pdf(60_000, pages=100)
