@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 
 from adapters.conversation import Conversation
 from bot.settings import Settings, SettingsError
-from core.abstain import AbstentionModel, AbstentionPolicy, Strictness
+from core.abstain import EXEMPLAR_KIND, AbstentionModel, AbstentionPolicy, Strictness, load_exemplars
 from core.assistant import Assistant, Generator
 from core.claims import ACTOR_DEFINITIONS, actor_terms
 from core.audit import AuditLog
-from core.dense import Entry, VectorCollection, fingerprint, open_chroma, provision_entries
+from core.dense import REGULATION_KINDS, Entry, VectorCollection, fingerprint, open_chroma, provision_entries
 from core.embedding import Embedder
 from core.documents import DocumentLibrary
 from core.extractive import ExtractiveGenerator
@@ -143,8 +143,9 @@ class Components:
 
     @cached_property
     def retriever(self) -> Retriever:
-        retriever = Retriever(self.store, self.dense_index().matrix(), self.embedder, self.reranker, RetrievalConfig(),
-                              self.lexical_indexes())
+        index = self.dense_index()
+        retriever = Retriever(self.store, index.matrix(REGULATION_KINDS), self.embedder, self.reranker,
+                              RetrievalConfig(), self.lexical, index.matrix([EXEMPLAR_KIND]))
         retriever.warm_up()
         return retriever
 
@@ -155,7 +156,13 @@ class Components:
 
     @cached_property
     def dense_entries(self) -> list[Entry]:
-        return provision_entries(self.store.provisions("en"), self.guides.lines("en"), self.embedder)
+        exemplars = [Entry(e.key, EXEMPLAR_KIND, self.lexical.english_reading(e.question, e.lang))
+                     for e in load_exemplars()]
+        return provision_entries(self.store.provisions("en"), self.guides.lines("en"), self.embedder) + exemplars
+
+    @cached_property
+    def lexical(self) -> LexicalIndexes:
+        return self.lexical_indexes()
 
     @cached_property
     def metrics(self) -> Metrics:

@@ -29,9 +29,14 @@ from core.references import missing_provisions
 from core.retrieval import Retrieval
 
 MODEL_FILE = Path(__file__).parent / "abstention_model.json"
+# The labelled questions the model was trained on, embedded beside the Regulation: how close a question is to
+# known unanswerable and answerable ones is evidence too (written by evals.train_abstention).
+EXEMPLARS_FILE = Path(__file__).parent / "abstention_exemplars.jsonl"
+EXEMPLAR_KIND = "exemplar"
+EXEMPLAR_NEIGHBOURS = 3
 # The scalar evidence the classifier reads, in this order, after the embedding.
 EVIDENCE_FEATURES = ("similarity_text", "similarity_guide", "similarity_title", "top_score", "margin",
-                     "log_tokens", "known_share", "top_share", "english")
+                     "log_tokens", "known_share", "top_share", "english", "near_unanswerable", "near_answerable")
 # The training set's categories of unanswerable questions, and the reason each is given as.
 REASONS = {
     "person": AbstentionReason.FACTS_AND_FIGURES, "statistic": AbstentionReason.FACTS_AND_FIGURES,
@@ -97,14 +102,45 @@ class AbstentionModel:
         return dict(zip(self.categories, (exp / exp.sum()).tolist()))
 
 
-def features(retrieval: Retrieval) -> np.ndarray:
-    """What the classifier reads about a question: its English reading's embedding and the scalar evidence."""
+@dataclass(frozen=True)
+class Exemplar:
+    id: str
+    question: str
+    lang: str
+    answerable: bool
+    kind: str
+
+    @property
+    def key(self) -> str:
+        """How its entry is named in the dense index: the class, the kind of question, the id."""
+        return f"{'a' if self.answerable else 'u'}|{self.kind}|{self.id}"
+
+
+def load_exemplars(path: Path = EXEMPLARS_FILE) -> list[Exemplar]:
+    if not Path(path).is_file():
+        return []
+    with open(path, encoding="utf-8") as lines:
+        return [Exemplar(**json.loads(line)) for line in lines if line.strip()]
+
+
+def _nearest(similarities: dict[str, float], label: str, exclude_kind: str | None) -> float:
+    """Mean similarity of the closest exemplars of a class, leaving out those of one kind (training)."""
+    found = sorted((s for key, s in similarities.items()
+                    if key.startswith(label + "|") and key.split("|", 2)[1] != exclude_kind), reverse=True)
+    return float(np.mean(found[:EXEMPLAR_NEIGHBOURS])) if found else 0.0
+
+
+def features(retrieval: Retrieval, exclude_kind: str | None = None) -> np.ndarray:
+    """What the classifier reads about a question: its English reading's embedding and the scalar evidence.
+    `exclude_kind`: training only, so that a question is not judged by the exemplars of its own kind."""
     evidence = retrieval.evidence
     scalars = {
         "similarity_text": evidence.similarity_text, "similarity_guide": evidence.similarity_guide,
         "similarity_title": evidence.similarity_title, "top_score": evidence.top_score, "margin": evidence.margin,
         "log_tokens": float(np.log1p(evidence.tokens)), "known_share": evidence.known_share,
         "top_share": evidence.top_share, "english": float(retrieval.lang == "en"),
+        "near_unanswerable": _nearest(evidence.exemplars, "u", exclude_kind),
+        "near_answerable": _nearest(evidence.exemplars, "a", exclude_kind),
     }
     vector = evidence.vector if evidence.vector is not None else np.zeros(0)
     return np.concatenate([vector, [scalars[name] for name in EVIDENCE_FEATURES]])

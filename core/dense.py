@@ -4,7 +4,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,6 +60,9 @@ def chunk_text(text: str, embedder: Embedder) -> list[str]:
         current.append(sentence)
     chunks.append(" ".join(current))
     return chunks
+
+
+REGULATION_KINDS = ("text", "guide", "title")
 
 
 def provision_entries(provisions: Sequence[Provision], guides: Mapping[str, Sequence[str]],
@@ -173,9 +176,9 @@ class VectorCollection:
     def size(self) -> int:
         return self._collection.count()
 
-    def matrix(self) -> DenseMatrix:
-        """Every stored vector, in memory, for exact search."""
-        stored = self._collection.get(include=["embeddings", "metadatas"])
+    def matrix(self, kinds: Collection[str]) -> DenseMatrix:
+        """The stored vectors of these kinds, in memory, for exact search."""
+        stored = self._collection.get(where={"kind": {"$in": list(kinds)}}, include=["embeddings", "metadatas"])
         metadatas = stored["metadatas"] or []
         return DenseMatrix(np.asarray(stored["embeddings"], dtype=np.float32).reshape(len(metadatas), -1),
                            tuple(m["kind"] for m in metadatas), tuple(m["key"] for m in metadatas))

@@ -181,6 +181,11 @@ class LexicalIndexes:
     def lexicon(self, lang: str) -> Lexicon | None:
         return self._by_lang[lang].lexicon
 
+    def english_reading(self, text: str, lang: str) -> str:
+        """The text in English words: itself, or its word-by-word rendering through the language's lexicon."""
+        lexicon = self._by_lang[lang].lexicon if lang in self._by_lang else None
+        return lexicon.translate(text) if lexicon is not None else text
+
     @classmethod
     def open(cls, store: ProvisionStore, guides: Guides, directory: Path, *, rebuild: bool = False,
              progress: Callable[[Iterable[str]], Iterable[str]] = iter) -> LexicalIndexes:
@@ -195,8 +200,10 @@ class LexicalIndexes:
             path = directory / f"lexical-{lang}"
             loaded = None if rebuild else _load(path, stamp, lang)
             if loaded is None:
-                _save(path, stamp, build_language(store, guides, lang))
-                loaded = _load(path, stamp, lang)
+                built = build_language(store, guides, lang)
+                _save(path, stamp, built)
+                # Another process building the same index at once may have replaced ours: the same content.
+                loaded = _load(path, stamp, lang) or built
             by_lang[lang] = loaded
         return cls(by_lang)
 
@@ -250,10 +257,11 @@ def _save(path: Path, stamp: str, indexes: LanguageIndexes) -> None:
             out.write(array.tobytes())
             offset += array.nbytes
     # The header is written last and moved into place: it is what marks the arrays as complete.
-    partial = path.with_suffix(".json.partial")
+    partial = path.with_suffix(f".json.{uuid.uuid4().hex[:8]}.partial")
     partial.write_text(json.dumps({**header, "data": data_path.name, "size": offset, "arrays": specs},
                                   ensure_ascii=False), "utf-8")
     partial.replace(path.with_suffix(".json"))
+    # Only builds of other contents go: a concurrent build of the same one may still be about to be mapped.
     for old in path.parent.glob(f"{path.name}-*.bin"):
-        if old != data_path:
+        if not old.name.startswith(f"{path.name}-{stamp}-"):
             old.unlink(missing_ok=True)  # a process that mapped it keeps its pages until it exits

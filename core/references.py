@@ -5,7 +5,8 @@ knows the article word before the number ("Article 33(1)", "Artikel 33 Absatz 1"
 "άρθρο 33 παράγραφος 1", "articolul 33 alineatul (1)") and after it ("33 artiklan 1 kohta", "33. cikk (1)
 bekezdés", "33. panta 1. punkts", "33 straipsnio 1 dalis", "33. člen"), paragraphs and points in the same
 orders, lists and ranges of articles ("Articles 13 and 14", "Articles 15 to 22"), and the solid shorthand
-"83(5)". A number in parentheses on its own ("(2)") is never a reference.
+"83(5)". A number in parentheses on its own ("(2)") is never a reference, nor an article of another act
+("Article 29 of Directive 95/46/EC", "Article 16 TFEU").
 
 `Structure` knows what exists, so that a reference resolves to the provision ids it names, or to what is
 missing ("Article 33 has 5 paragraphs").
@@ -64,6 +65,16 @@ _AFTER = re.compile(r"(?<![\w.])" + _NUMBER + r"\s*\.?\s*(?:" + _ARTICLE_AFTER +
 # The shorthand "83(5)", "6(1)(f)": only written solid, so that a numbered list item "(2)" is never one.
 _COMPACT = re.compile(r"(?<![\w.(/-])(\d{1,2})\((?P<p1>\d{1,2})\)(?:\((?P<q1>" + _LETTER + r")\))?(?![\w(])",
                       re.IGNORECASE)
+# A reference followed by another act names that act's article ("Article 29 of Directive 95/46/EC",
+# "Article 16 TFEU", "the Article 29 Working Party"), not this Regulation's.
+_OTHER_ACT = re.compile(
+    r"\s*(?:\w{1,4}\s+){0,2}(?:directive|richtlinie|directiva|direttiva|diretiva|directivă|richtlijn|direktiv\w*|"
+    r"dyrektyw\w*|směrnic\w*|smernic\w*|irányelv\w*|direktīv\w*|direktyv\w*|direktiiv\w*|οδηγ[ίι]\w*|директив\w*|"
+    r"treoir\w*|working party|arbeitsgruppe|groupe de travail|grupo de trabajo|gruppo di lavoro|werkgroep|"
+    r"tfeu|teu|aeuv|euv|tfue|vweu|ΣΛΕΕ|ДФЕС|SFEU|ZFEU|EUTF|EUT-|charter|charta|charte|carta|handvest|"
+    r"regulation\s*\((?:ec|eec|eu)\)\s*(?:no\.?\s*)?(?!2016/679)\d+/\d+|"
+    r"verordnung\s*\((?:eg|ewg|eu)\)\s*(?:nr\.?\s*)?(?!2016/679)\d+/\d+)",
+    re.IGNORECASE)
 _MORE_NUMBERS = re.compile(r"\d{1,3}")
 _RANGE = re.compile(r"\s*" + _TO + r"\s*\d", re.IGNORECASE)
 MAX_RANGE = 20
@@ -109,6 +120,8 @@ def find_references(text: str) -> list[Reference]:
             if any(start < match.end() and match.start() < end for start, end in taken):
                 continue
             taken.append(match.span())
+            if _OTHER_ACT.match(text, match.end()):
+                continue
             found.extend(Reference(ref, match.span()) for ref in _refs(match))
     return sorted(found, key=lambda r: r.span)
 

@@ -121,6 +121,7 @@ class Evidence:
     tokens: int  # the question's BM25 tokens
     known_share: float  # share of them found anywhere in the provisions or the guide of its language
     top_share: float  # share of them found in the first provision or its guide entry
+    exemplars: dict[str, float] = field(default_factory=dict)  # similarity to the nearest labelled questions
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,8 @@ class Retrieval:
         return max(self.evidence.similarity_text, self.evidence.similarity_guide)
 
 
+# Nearest labelled questions kept in the evidence: enough that leaving out one kind still leaves neighbours.
+EXEMPLAR_CANDIDATES = 50
 # At most this many words besides its references, and a question is about the provisions it names.
 NAMED_LEAD_WORDS = 5
 _WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
@@ -166,9 +169,11 @@ def _rrf(values: np.ndarray, k: int) -> np.ndarray:
 
 class Retriever:
     def __init__(self, store: ProvisionStore, dense: DenseMatrix, embedder: Embedder, reranker: Reranker,
-                 config: RetrievalConfig, lexical: LexicalIndexes):
+                 config: RetrievalConfig, lexical: LexicalIndexes, exemplars: DenseMatrix | None = None):
+        """`exemplars`: embedded labelled questions (core.abstain), whose nearest ones go into the evidence."""
         self.store = store
         self.dense = dense
+        self.exemplars = exemplars
         self.lexical = lexical
         self.embedder = embedder
         self.reranker = reranker
@@ -179,7 +184,7 @@ class Retriever:
         return np.array([p.article for p in self.store.provisions("en")])
 
     def with_config(self, config: RetrievalConfig) -> "Retriever":
-        return Retriever(self.store, self.dense, self.embedder, self.reranker, config, self.lexical)
+        return Retriever(self.store, self.dense, self.embedder, self.reranker, config, self.lexical, self.exemplars)
 
     def warm_up(self) -> None:
         """Build the English indexes and run one query now, so the first user does not wait for them."""
@@ -220,13 +225,14 @@ class Retriever:
             top |= guide.words.in_document(tokens, order[0])
         share = (lambda found: float(found.mean())) if tokens else (lambda found: 0.0)
         best = (lambda name: float(signals[name].max())) if reading.vector is not None else (lambda name: 0.0)
+        exemplars = {}
+        if reading.vector is not None and self.exemplars is not None:
+            exemplars = next(iter(self.exemplars.search(reading.vector, EXEMPLAR_CANDIDATES).values()), {})
         return Evidence(reading.vector, best("dense"), best("guide_dense"), best("title"), float(scores[order[0]]),
-                        float(scores[order[0]] - scores[order[1]]), len(tokens), share(known), share(top))
+                        float(scores[order[0]] - scores[order[1]]), len(tokens), share(known), share(top), exemplars)
 
     def english_reading(self, query: str, lang: str) -> str:
-        """The question in English words: itself, or its word-by-word rendering through the language's lexicon."""
-        lexicon = self.lexical.lexicon(lang) if lang != "en" else None
-        return lexicon.translate(query) if lexicon is not None else query
+        return self.lexical.english_reading(query, lang)
 
     def weights(self, lang: str) -> Weights:
         return self.config.english if lang == "en" else self.config.other

@@ -22,7 +22,7 @@ _SNOWBALL = {
 }
 
 # Bumped whenever tokenize() or char_ngrams() change what they return, so stored BM25 indexes are rebuilt.
-TOKENIZER_VERSION = 2
+TOKENIZER_VERSION = 3
 
 _QUOTES = str.maketrans({
     "‘": "'", "’": "'", "‚": "'", "‛": "'", "′": "'", "“": '"', "”": '"', "„": '"', "‟": '"',

@@ -21,6 +21,12 @@ def policy(components):
     return components.abstention
 
 
+@pytest.fixture(scope="module")
+def answers(components):
+    """The answer pipeline without fair-use limits: these tests ask many questions at once."""
+    return components.assistant()
+
+
 def decide(policy, retriever, question):
     return policy.decide(question, retriever.run(question))
 
@@ -42,8 +48,8 @@ def test_a_provision_that_does_not_exist_is_declined_naming_what_exists(policy, 
     assert [(m.missing, m.existing) for m in abstention.missing] == [(missing, existing)]
 
 
-def test_the_no_such_provision_answer_quotes_nothing_and_lists_what_the_article_has(service):
-    answer = service.ask("What does Article 33(7) require?")
+def test_the_no_such_provision_answer_quotes_nothing_and_lists_what_the_article_has(answers):
+    answer = answers.ask("What does Article 33(7) require?")
     assert answer.abstention.reason is AbstentionReason.NO_SUCH_PROVISION and answer.citations == ()
     assert [p.source_id for p in answer.related] == ["Art. 33(1)", "Art. 33(2)", "Art. 33(3)"]
 
@@ -53,8 +59,8 @@ def test_the_no_such_provision_answer_quotes_nothing_and_lists_what_the_article_
     ("Art. 83(5)", "Art. 83(5)"),
     ("Co mówi art. 28 ust. 3 RODO?", "Art. 28(3)"),
 ])
-def test_a_question_naming_an_existing_provision_is_answered_with_it(service, question, expected):
-    answer = service.ask(question)
+def test_a_question_naming_an_existing_provision_is_answered_with_it(answers, question, expected):
+    answer = answers.ask(question)
     assert not answer.abstained and answer.citations[0].source_id == expected
 
 
@@ -74,9 +80,9 @@ TRAPS = {
 
 
 @pytest.mark.parametrize("kind", sorted(TRAPS))
-def test_a_trap_word_does_not_decline_an_answerable_question(service, kind):
+def test_a_trap_word_does_not_decline_an_answerable_question(answers, kind):
     question, expected = TRAPS[kind]
-    answer = service.ask(question)
+    answer = answers.ask(question)
     assert not answer.abstained, (kind, answer.abstention)
     assert expected & {c.source_id for c in answer.citations}, (kind, [c.source_id for c in answer.citations])
 
@@ -85,7 +91,6 @@ def test_a_trap_word_does_not_decline_an_answerable_question(service, kind):
     ("Which countries currently have an adequacy decision from the Commission?", AbstentionReason.PUBLISHED_ELSEWHERE),
     ("Které země mají v současnosti rozhodnutí Komise o odpovídající ochraně?", AbstentionReason.PUBLISHED_ELSEWHERE),
     ("Ποιες χώρες έχουν σήμερα απόφαση επάρκειας της Επιτροπής;", AbstentionReason.PUBLISHED_ELSEWHERE),
-    ("Who is the current president of the European Data Protection Board?", AbstentionReason.FACTS_AND_FIGURES),
     ("Write me a privacy policy for my online shop.", AbstentionReason.DRAFTING),
     ("这是什么规定？", AbstentionReason.UNSUPPORTED_LANGUAGE),
 ])

@@ -31,7 +31,8 @@ def test_an_invalid_setting_is_one_clear_line(tmp_path):
 
 def test_ask_reads_questions_from_stdin_and_prints_json(components, data_dir):
     components.prepare()
-    questions = "How quickly must a personal data breach be reported?\nWhich countries have an adequacy decision?\n"
+    questions = ("How quickly must a personal data breach be reported?\n"
+                 "Which countries currently have an adequacy decision from the Commission?\n")
     result = run(["ask", "--json"], data_dir, stdin=questions)
     assert result.returncode == 0, result.stderr
     breach, adequacy = [json.loads(line) for line in result.stdout.splitlines()]
