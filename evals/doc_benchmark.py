@@ -150,7 +150,6 @@ class _Bench:
     in a temporary folder, and any collection the benchmark creates removed afterwards."""
 
     def __init__(self, components, state_dir: Path):
-        from core.assistant import Assistant
         from core.library import Documents
         from core.models import Asker
 
@@ -162,7 +161,7 @@ class _Bench:
                                    max_pages=max(s.max_upload_pages, 500), max_chars=s.max_upload_chars,
                                    max_passages=s.max_upload_passages, parse_timeout_s=s.upload_parse_timeout_s,
                                    parse_memory_mb=s.upload_parse_memory_mb)
-        self.assistant = Assistant(components.retriever, components.generator, documents=self.documents)
+        self.assistant = components.assistant(documents=self.documents)
         self.asking = Asker(platform="benchmark", workspace="questions", user="benchmark")
         self.uploading = Asker(platform="benchmark", workspace="uploads", user="benchmark")
 
