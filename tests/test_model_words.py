@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import re
 
-import pymupdf
 import pytest
 
 from adapters.plain import render_plain
@@ -21,6 +20,7 @@ from evals.fake_bot_connector import FakeBotConnector
 from evals.fake_llm import FakeLLM, Reply
 from evals.fake_slack import TEAM_ID, LoopbackSlack, event_body, mention
 from tests.helpers import bounded
+from tests.pdfs import one_page_pdf
 from tests.test_teams import PERSONAL_CHAT, TENANT, channel_mention, personal_message, running_bot
 
 ADMIN = "U0WORDS01"
@@ -43,19 +43,13 @@ def model_says(*statements: dict) -> list[Reply]:
     return [Reply.json({"not_in_sources": False, "statements": list(statements)})]
 
 
-def injected_pdf() -> bytes:
-    doc = pymupdf.open()
-    doc.new_page().insert_textbox(pymupdf.Rect(72, 72, 522, 770), INJECTION, fontsize=11, fontname="helv")
-    return doc.tobytes()
-
-
 @pytest.fixture(scope="module")
 def library(components):
     """The injected PDF, uploaded by an admin in the Slack workspace and the Teams tenant the tests ask in."""
     documents = Documents(components.documents.library, {ADMIN}, max_bytes=2**20, max_pages=10)
     askers = [Asker("slack", TEAM_ID, "C1", ADMIN), Asker("teams", TENANT, PERSONAL_CHAT, ADMIN)]
     for asker in askers:
-        documents.add(injected_pdf(), "[Policy](https://evil.example).pdf", asker=asker)
+        documents.add(one_page_pdf(INJECTION), "[Policy](https://evil.example).pdf", asker=asker)
     yield documents
     for asker in askers:
         documents.forget("[Policy](https://evil.example).pdf", asker=asker)
