@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
+from pathlib import Path
 
 from adapters import terminal
 from bot.settings import Settings, SettingsError, with_overrides
@@ -22,9 +24,23 @@ def dispatch(args: argparse.Namespace, settings: Settings) -> int:
     try:
         if getattr(args, "host", None):
             settings = with_overrides(settings, teams_host=args.host)
+        if args.command != "audit":  # the export only reads
+            _check_writable(settings.data_dir)
         return handlers[args.command](args, Components(settings))
     except (NotReady, ModelLoadError, ModelMismatch, SettingsError, FileNotFoundError) as exc:
         raise UserError(str(exc)) from None
+
+
+def _check_writable(data_dir: Path) -> None:
+    """The index, the audit trail and the documents are written under the data dir: one that cannot be written (a
+    read-only volume, another owner, a file in its place) is said in one line, not in a traceback from the store."""
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=data_dir):
+            pass
+    except OSError as exc:
+        raise UserError(f"GDPRBOT_DATA_DIR {data_dir} is not a writable directory ({exc.strerror or exc}); the bot "
+                        "keeps its index, audit trail and documents there") from None
 
 
 def _asker() -> Asker:

@@ -1,13 +1,13 @@
 """All configuration, read once from the environment into one typed object."""
 from __future__ import annotations
 
-import ipaddress
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from adapters.addresses import is_loopback
 from corpus.documents import DEFAULT_MAX_CHARS, DEFAULT_MAX_PASSAGES, DEFAULT_PARSE_MEMORY_MB, DEFAULT_PARSE_TIMEOUT_S
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -86,7 +86,7 @@ class Settings(BaseSettings):
             if self.microsoft_app_password or self.microsoft_app_tenant_id:
                 raise ValueError("Invalid setting MICROSOFT_APP_ID: required when a Microsoft app password or "
                                  "tenant is set")
-            if not _is_loopback(self.teams_host) and not self.teams_allow_unauthenticated_remote:
+            if not is_loopback(self.teams_host) and not self.teams_allow_unauthenticated_remote:
                 raise ValueError(f"Refusing to serve Teams on {self.teams_host} without MICROSOFT_APP_ID/"
                                  "MICROSOFT_APP_PASSWORD; use a loopback host or set "
                                  "TEAMS_ALLOW_UNAUTHENTICATED_REMOTE=true")
@@ -137,12 +137,3 @@ def _validated(make) -> Settings:
         if not first["loc"]:  # a check across settings: its message names the variable
             raise SettingsError(str(first["ctx"]["error"])) from None
         raise SettingsError(f"Invalid setting {first['loc'][0]}: {first['msg']}") from None
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

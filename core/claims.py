@@ -4,12 +4,17 @@ A quote that is verbatim proves only that the Regulation says the quote. What th
 ("Controllers never have to notify a breach") must not add what the quote does not hold. Checked here, in
 every official language:
 - numbers: every number in the sentence (digits, with "million"-like scale words) is in the quote;
-- negation: every word that negates or makes optional ("never", "nicht", "pas", "optional") is in the quote;
+- negation: every word that negates or makes optional ("never", "nicht", "pas", "optional") is in the quote
+  next to the same word as in the sentence: the "not" of "not later than 72 hours" supports no "does not have
+  to notify";
 - actors: every actor the sentence names (controller, processor, data subject, supervisory authority,
   recipient, third party, representative: the Regulation's own defined terms in that language) is named
   in the quote too.
-What this cannot catch: a sentence that uses only the quote's own numbers, actors and polarity but relates
-them wrongly ("the authority notifies the controller"). Such a sentence is still shown beside its quote.
+What this cannot catch: a sentence that uses only the quote's own numbers, actors and negations but relates
+them wrongly ("the authority notifies the controller"), or that states a duty as a mere possibility without a
+negation ("controllers may notify"). Such a sentence is still shown beside its quote. What it refuses although
+true: a negation worded otherwise than in the quote ("is not required" for "shall not be required"); the
+quote is then shown without the sentence.
 """
 from __future__ import annotations
 
@@ -88,15 +93,33 @@ def _contains(tokens: Sequence[str], term: Sequence[str]) -> bool:
     return any(tuple(tokens[i:i + n]) == tuple(term) for i in range(len(tokens) - n + 1))
 
 
+def _words(text: str) -> list[str]:
+    return re.findall(r"[^\W\d_]+(?:'[^\W\d_]+)?", text.lower())
+
+
+def _negated(words: Sequence[str], negations: frozenset[str], lang: str, *, quote: bool) -> set[tuple[str, str]]:
+    """Each negation with the word it stands next to (stemmed): the word after it, or before it at the end of a
+    sentence ("… is optional"); in a quote, either."""
+    pairs = set()
+    for i, word in enumerate(words):
+        if word not in negations:
+            continue
+        after, before = words[i + 1:i + 2], words[max(0, i - 1):i]
+        for neighbour in (after + before if quote else after or before):
+            pairs.add((word, "".join(tokenize(neighbour, lang))))
+        if not after and not before:
+            pairs.add((word, ""))
+    return pairs
+
+
 def unsupported(statement: str, quote: str, lang: str, actors: Sequence[Sequence[str]] = ()) -> list[Unsupported]:
     """What the statement claims that its quote does not support (empty: nothing found)."""
     problems = [Unsupported("number", f"{value:g}") for value in sorted(numbers(statement) - numbers(quote))]
     negations = NEGATIONS.get(lang, NEGATIONS["en"])
-    words = set(re.findall(r"[^\W\d_]+(?:'[^\W\d_]+)?", statement.lower()))
-    quote_words = set(re.findall(r"[^\W\d_]+(?:'[^\W\d_]+)?", quote.lower()))
-    added = (words & negations) - quote_words
+    added = _negated(_words(statement), negations, lang, quote=False) - _negated(_words(quote), negations, lang,
+                                                                                 quote=True)
     if added:
-        problems.append(Unsupported("negation", ", ".join(sorted(added))))
+        problems.append(Unsupported("negation", ", ".join(sorted(" ".join(pair) for pair in added))))
     statement_tokens, quote_tokens = tokenize(statement, lang), tokenize(quote, lang)
     for term in actors:
         if _contains(statement_tokens, term) and not _contains(quote_tokens, term):

@@ -2,7 +2,8 @@
 
 Generators (extractive or LLM) produce a `Draft`; `Verifier.run()` keeps what cites a retrieved source with a
 verbatim quote, names no provision it does not quote, and (for a model's own sentence) claims nothing the
-quote does not support (core.claims): what cannot be checked keeps its quote and loses its wording.
+quote does not support (core.claims): what cannot be checked keeps its quote and loses its wording. A sentence
+resting on an uploaded document always loses its wording: the document is quoted, never restated.
 """
 from __future__ import annotations
 
@@ -87,6 +88,11 @@ class Verifier:
             passage, quote = supporting[0]
             citation = Citation(passage.source_id, passage.label, quote, passage.url, passage.lang, passage.kind,
                                 passage.title)
+            if text is not None and passage.kind == "document":
+                # An uploaded document may carry instructions to the model; its words are shown as its quote only,
+                # never restated as the bot's.
+                unchecked.append(f"rests on a document, shown as its quote only: {text[:80]!r}")
+                text = None
             if text is not None:
                 problems = unsupported(text, quote, passage.lang, self._actors(passage.lang))
                 if problems:

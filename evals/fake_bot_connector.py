@@ -60,6 +60,7 @@ class FakeBotConnector:
         self.sent: list[SentActivity] = []
         self.downloads: list[str] = []  # the names of the files served, in order
         self._files: dict[str, bytes] = {}
+        self._redirects: dict[str, str] = {}
         self._file_keys = itertools.count(1)
         self._reject = reject
         self.url = ""
@@ -95,6 +96,12 @@ class FakeBotConnector:
         """A download URL for `data` on this connector (call after `start`), like Teams' pre-authorised ones."""
         key = f"file-{next(self._file_keys)}"
         self._files[key] = data
+        return f"{self.url}files/{key}/{quote(name)}"
+
+    def serve_redirect(self, name: str, location: str) -> str:
+        """A download URL on this connector that answers 302 to `location` (a file host moved, or a trap)."""
+        key = f"redirect-{next(self._file_keys)}"
+        self._redirects[key] = location
         return f"{self.url}files/{key}/{quote(name)}"
 
     async def wait_for(
@@ -140,6 +147,8 @@ class FakeBotConnector:
         return web.json_response({"id": sent.id})
 
     async def _download(self, request: web.Request) -> web.Response:
+        if request.match_info["key"] in self._redirects:
+            raise web.HTTPFound(self._redirects[request.match_info["key"]])
         data = self._files.get(request.match_info["key"])
         if data is None:
             return web.Response(status=404)

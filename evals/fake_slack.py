@@ -55,6 +55,7 @@ class FakeSlack:
         self._messages: list[dict] = []
         self._files: dict[str, dict] = {}
         self._file_bytes: dict[str, bytes] = {}
+        self._redirects: dict[str, str] = {}
         self._ts = itertools.count(1)
         self._runner: web.AppRunner | None = None
         self._sockets: list[web.WebSocketResponse] = []
@@ -107,10 +108,10 @@ class FakeSlack:
 
     def add_file(self, file_id: str, name: str, data: bytes, *, user: str, channel: str, ts: str,
                  thread_ts: str | None = None, size: int | None = None, filetype: str = "pdf",
-                 mimetype: str = "application/pdf") -> dict:
+                 mimetype: str = "application/pdf", redirect_to: str | None = None) -> dict:
         """A file `user` shared in `channel` with the message `ts`: its `url_private_download` (on this fake)
-        serves `data` to the bot token, and files.info describes it. Returns the file object as message events
-        carry it; `size` overrides the size Slack reports."""
+        serves `data` to the bot token (or, with `redirect_to`, answers 302 there), and files.info describes it.
+        Returns the file object as message events carry it; `size` overrides the size Slack reports."""
         url = f"{self.base_url}/files-pri/{TEAM_ID}-{file_id}/download/{quote(name)}"
         file = {"id": file_id, "name": name, "title": name, "filetype": filetype, "mimetype": mimetype,
                 "size": len(data) if size is None else size, "user": user, "mode": "hosted", "is_external": False,
@@ -120,6 +121,8 @@ class FakeSlack:
         visibility = "private" if channel.startswith(("D", "G")) else "public"
         self._files[file_id] = file | {"shares": {visibility: {channel: [share]}}}
         self._file_bytes[file_id] = data
+        if redirect_to is not None:
+            self._redirects[file_id] = redirect_to
         return file
 
     async def push_envelope(self, payload: dict, envelope_type: str = "events_api") -> str:
@@ -213,6 +216,8 @@ class FakeSlack:
             return web.Response(status=404, text="not found")
         if not authorized:
             return web.Response(text="<html><body>Sign in to Slack</body></html>", content_type="text/html")
+        if file_id in self._redirects:
+            raise web.HTTPFound(self._redirects[file_id])
         return web.Response(body=self._file_bytes[file_id], content_type="application/pdf")
 
     async def _socket_mode(self, request: web.Request) -> web.WebSocketResponse:
@@ -332,7 +337,8 @@ class LoopbackSlack:
     async def __aenter__(self) -> LoopbackSlack:
         await self.fake.start()
         config = SlackConfig(bot_token=BOT_TOKEN, signing_secret=self._signing_secret, api_url=self.fake.api_url)
-        web_app = make_web_app(build_slack_app(config, self.conversation, journal=self.journal))
+        web_app = make_web_app(build_slack_app(config, self.conversation, journal=self.journal),
+                               signing_secret=self._signing_secret)
         self._runner = web.AppRunner(web_app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)

@@ -25,6 +25,13 @@ def text_pdf() -> bytes:
     return doc.tobytes()
 
 
+def one_page_pdf(text: str) -> bytes:
+    """A one-page text PDF of `text`, e.g. a prompt injection."""
+    doc = pymupdf.open()
+    doc.new_page().insert_textbox(pymupdf.Rect(72, 72, 522, 770), text, fontsize=11, fontname="helv")
+    return doc.tobytes()
+
+
 def scanned_pdf() -> bytes:
     doc = pymupdf.open()
     doc.new_page().draw_rect(pymupdf.Rect(72, 72, 300, 200), color=(0, 0, 0), fill=(0.8, 0.8, 0.8))

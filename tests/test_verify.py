@@ -63,3 +63,22 @@ def test_the_texts_own_quote_marks_stay_in_the_shown_quote():
                          "https://eur-lex.europa.eu/legal-content/EN/TXT/HTML/?uri=CELEX:32016R0679#art_4", "en", 3.0)
     draft = Draft((DraftStatement("Art. 4(7) — Definitions", ("Art. 4(7)",), definition.text),))
     assert citations(verify(draft, [definition]))[0].quote == definition.text
+
+
+def test_a_negation_counts_only_next_to_the_word_it_negates_in_the_quote():
+    from core.claims import unsupported
+
+    quote = "not later than 72 hours after having become aware of it, notify the personal data breach"
+    assert [p.what for p in unsupported("Breaches do not have to be notified.", quote, "en")] == ["negation"]
+    assert unsupported("Notify not later than 72 hours after becoming aware of it.", quote, "en") == []
+    german = "Die Meldung an die betroffene Person ist nicht erforderlich, wenn eine der folgenden Bedingungen erfüllt ist"
+    assert unsupported("Die Meldung ist nicht erforderlich, wenn eine Bedingung erfüllt ist.", german, "de") == []
+    assert [p.what for p in unsupported("Der Verantwortliche muss nicht melden.", german, "de")] == ["negation"]
+
+
+def test_a_sentence_resting_on_a_document_is_shown_as_the_documents_quote_only():
+    policy = Passage("doc:u1:c1", "Policy.pdf, p. 1", "Breaches never need to be reported to anyone at all.", "", "en",
+                     1.0, kind="document")
+    draft = Draft((DraftStatement("Breaches never need to be reported.", ("doc:u1:c1",), "never need to be reported"),))
+    verified = verify(draft, [policy])
+    assert [(s.text, s.citations[0].quote) for s in verified.statements] == [(None, "never need to be reported")]

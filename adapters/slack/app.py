@@ -1,5 +1,5 @@
-"""The Slack app: a slack-bolt AsyncApp served over HTTP (`/slack/events`, signature-verified by bolt) or Socket
-Mode, with `GET /healthz` on aiohttp either way.
+"""The Slack app: a slack-bolt AsyncApp served over HTTP (`/slack/events`, signature-verified before anything is
+parsed) or Socket Mode, with `GET /healthz` on aiohttp either way.
 
 Everything Slack-specific stays in this package; what a message means and how it is answered is the
 conversation's (`adapters.conversation`).
@@ -9,14 +9,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from aiohttp import web
-from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.conversation import Conversation
@@ -63,17 +65,47 @@ def build_slack_app(config: SlackConfig, conversation: Conversation, *, journal:
     return app
 
 
-def make_web_app(app: AsyncApp, *, extra_routes: Iterable[web.RouteDef] = (), health: HealthDetails | None = None,
-                 serve_events: bool = True) -> web.Application:
-    """aiohttp app: `POST /slack/events` (when `serve_events`), `GET /healthz`, and any `extra_routes`."""
+class _Events:
+    """`POST /slack/events`: the signature is checked on the raw bytes before anything is parsed, and what bolt
+    cannot parse is answered 400 here; bolt would answer both with a 500 and a traceback."""
 
-    async def events(request: web.Request) -> web.Response:
-        return await to_aiohttp_response(await app.async_dispatch(await to_bolt_request(request)))
+    def __init__(self, app: AsyncApp, signing_secret: str | None):
+        self._app = app
+        # No secret (Socket Mode): every HTTP request fails verification, which is the safe side.
+        self._verifier = SignatureVerifier(signing_secret) if signing_secret else None
 
+    async def handle(self, request: web.Request) -> web.Response:
+        raw = await request.read()
+        text = self._verified_text(raw, request.headers)
+        try:
+            bolt_request = AsyncBoltRequest(body=text, query=request.query_string, headers=request.headers)
+        except Exception:  # json.loads, and bolt's field extraction on bodies of unexpected shapes
+            raise web.HTTPBadRequest(text="The body is not a Slack request.") from None
+        if not isinstance(bolt_request.body, dict) or not isinstance(bolt_request.body.get("event", {}), dict):
+            raise web.HTTPBadRequest(text="The body is not a Slack request.")
+        return await to_aiohttp_response(await self._app.async_dispatch(bolt_request))
+
+    def _verified_text(self, raw: bytes, headers: Mapping[str, str]) -> str:
+        timestamp, signature = headers.get("X-Slack-Request-Timestamp", ""), headers.get("X-Slack-Signature")
+        if self._verifier is None or not (timestamp.isascii() and timestamp.isdigit()) or not signature:
+            raise web.HTTPUnauthorized(text="Invalid request signature.")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:  # Slack signs UTF-8 text only
+            raise web.HTTPBadRequest(text="The body is not UTF-8 text.") from None
+        if not self._verifier.is_valid(text, timestamp, signature):
+            raise web.HTTPUnauthorized(text="Invalid request signature.")
+        return text
+
+
+def make_web_app(app: AsyncApp, *, signing_secret: str | None = None, extra_routes: Iterable[web.RouteDef] = (),
+                 health: HealthDetails | None = None, serve_events: bool = True) -> web.Application:
+    """aiohttp app: `POST /slack/events` (when `serve_events`, verified with `signing_secret`), `GET /healthz`, and
+    any `extra_routes`."""
     web_app = web.Application()
     routes = [healthz(health), *extra_routes]
     if serve_events:
-        routes.append(web.post(EVENTS_PATH, events))
+        routes.append(web.post(EVENTS_PATH, _Events(app, signing_secret).handle))
     web_app.add_routes(routes)
     return web_app
 
@@ -105,7 +137,8 @@ async def serve_slack(config: SlackConfig, conversation: Conversation, port: int
     """
     app = build_slack_app(config, conversation, journal=journal)
     socket_mode = config.app_token is not None
-    runner = web.AppRunner(make_web_app(app, extra_routes=extra_routes, health=health, serve_events=not socket_mode))
+    runner = web.AppRunner(make_web_app(app, signing_secret=config.signing_secret, extra_routes=extra_routes,
+                                        health=health, serve_events=not socket_mode))
     await runner.setup()
     await web.TCPSite(runner, host, port).start()
     handler = AsyncSocketModeHandler(app, config.app_token) if socket_mode else None

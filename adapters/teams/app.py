@@ -18,7 +18,8 @@ from msrest.serialization import Model
 
 from adapters.conversation import Conversation
 from adapters.teams.bot import GdprTeamsBot
-from adapters.web import HealthDetails, healthz
+from adapters.teams.hosts import file_url_policy, service_url_policy
+from adapters.web import HealthDetails, UrlPolicy, healthz
 
 logger = logging.getLogger(__name__)
 
@@ -51,10 +52,12 @@ class _MessagesEndpoint:
     """POST /api/messages: parses and authenticates the activity itself (CloudAdapter.process answers
     500 to malformed JSON and tokens), then runs the turn through the CloudAdapter."""
 
-    def __init__(self, auth: BotFrameworkAuthentication, adapter: CloudAdapter, bot: GdprTeamsBot) -> None:
+    def __init__(self, auth: BotFrameworkAuthentication, adapter: CloudAdapter, bot: GdprTeamsBot,
+                 service_urls: UrlPolicy) -> None:
         self._auth = auth
         self._adapter = adapter
         self._bot = bot
+        self._service_urls = service_urls
         self._turns: set[asyncio.Task[None]] = set()
 
     async def handle(self, request: web.Request) -> web.Response:
@@ -66,6 +69,10 @@ class _MessagesEndpoint:
             raise web.HTTPUnauthorized() from None
         if not activity.type or not activity.service_url or not (activity.conversation and activity.conversation.id):
             raise web.HTTPBadRequest(text="An activity needs type, serviceUrl and conversation.id.")
+        if not self._service_urls(activity.service_url):
+            # Replies go to the serviceUrl the activity names: never to one that is not the Bot Framework's.
+            logger.warning("Teams activity refused: serviceUrl %r is not a Bot Framework service", activity.service_url)
+            raise web.HTTPBadRequest(text="The serviceUrl is not a Bot Framework service this bot replies to.")
         if activity.type == ActivityTypes.message and activity.delivery_mode != DeliveryModes.expect_replies:
             # Answered in the background: the connector expects an acknowledgement within 15 s and an
             # answer may take longer; the reply goes out through the connector, not this response.
@@ -111,7 +118,7 @@ async def _read_activity(request: web.Request) -> Activity:
     body = await request.read()  # raises 413 beyond the app's client_max_size
     try:
         payload = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: arrays nested thousands deep
         raise web.HTTPBadRequest(text="The body is not valid JSON.") from None
     if not isinstance(payload, dict):
         raise web.HTTPBadRequest(text="The body must be a JSON object (an activity).")
@@ -129,7 +136,9 @@ def build_teams_app(config: TeamsConfig, conversation: Conversation, *,
     sdk = _SdkConfig(config.app_id, config.app_password, config.app_type if config.app_id else "MultiTenant",
                      config.tenant_id)
     auth = ConfigurationBotFrameworkAuthentication(sdk)
-    endpoint = _MessagesEndpoint(auth, CloudAdapter(auth), GdprTeamsBot(conversation))
+    authenticated = bool(config.app_id)
+    endpoint = _MessagesEndpoint(auth, CloudAdapter(auth), GdprTeamsBot(conversation, file_url_policy(authenticated)),
+                                 service_url_policy(authenticated))
     app = web.Application(client_max_size=MAX_BODY_BYTES)
     app.router.add_post("/api/messages", endpoint.handle)
     app.add_routes([healthz(health), *extra_routes])

@@ -5,22 +5,21 @@ another SDK touches only this package.
 """
 from __future__ import annotations
 
-import ipaddress
 import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
-from urllib.parse import urlsplit
 
 from botbuilder.core import ActivityHandler, CardFactory, InvokeResponse, TurnContext
 from botbuilder.schema import Activity, ActivityTypes, Entity, ResourceResponse, TextFormatTypes
 from botframework.connector import Channels
 
 from adapters.conversation import Conversation
-from adapters.intents import Answered, Attachment, Declined, DownloadFailed, Failed, FeedbackNotFound, Message, Reply
+from adapters.intents import Answered, Attachment, Declined, Failed, FeedbackNotFound, Message, Reply
 from adapters.teams.render import TeamsMessage, fallback_text, render
-from adapters.web import download
+from adapters.web import UrlPolicy, download
 from core.models import Asker
 
 logger = logging.getLogger(__name__)
@@ -55,16 +54,19 @@ class GdprTeamsBot(ActivityHandler):
     """Answers messages in channels, group chats and personal chats; records feedback-button clicks; indexes the
     files sent to it."""
 
-    def __init__(self, conversation: Conversation) -> None:
+    def __init__(self, conversation: Conversation, file_urls: UrlPolicy) -> None:
+        """`file_urls`: where files may be downloaded from (`adapters.teams.hosts`)."""
         self._conversation = conversation
         self._answers = _SentAnswers()
+        self._file_urls = file_urls
 
     async def on_message_activity(self, turn_context: TurnContext) -> None:
         activity = turn_context.activity
         key = f"teams:{activity.conversation.id}"
         if activity.id and not self._conversation.deliveries.claim(f"{key}:{activity.id}"):
             return  # the connector delivered it again
-        message = Message(_question_text(activity), _asker(activity), key, attachments=_attachments(activity))
+        message = Message(_question_text(activity), _asker(activity), key,
+                          attachments=_attachments(activity, self._file_urls))
         await self._conversation.handle(message, _TurnReplies(turn_context, self._answers))
 
     async def on_invoke_activity(self, turn_context: TurnContext) -> InvokeResponse | None:
@@ -160,36 +162,16 @@ def _question_text(activity: Activity) -> str:
     return " ".join(text.split())
 
 
-def _attachments(activity: Activity) -> tuple[Attachment, ...]:
+def _attachments(activity: Activity, file_urls: UrlPolicy) -> tuple[Attachment, ...]:
     """Files sent with the message. Teams sends them to bots in personal chats (manifest: supportsFiles), with a
-    pre-authorised, short-lived download URL that is fetched without credentials."""
+    pre-authorised, short-lived download URL that is fetched without credentials, from Teams' file hosts only."""
     files = []
     for attachment in activity.attachments or []:
         content = attachment.content if isinstance(attachment.content, dict) else {}
         url = content.get("downloadUrl")
         if attachment.content_type == FILE_DOWNLOAD_INFO and isinstance(url, str) and url:
-            files.append(Attachment(attachment.name or "document", None, _fetcher(url)))
+            files.append(Attachment(attachment.name or "document", None, partial(download, url, allowed=file_urls)))
     return tuple(files)
-
-
-def _fetcher(url: str):
-    async def fetch(limit: int) -> bytes:
-        parts = urlsplit(url)
-        # HTTPS, or plain HTTP on loopback (the Emulator and local tests).
-        if not (parts.scheme == "https" or (parts.scheme == "http" and _is_loopback(parts.hostname or ""))):
-            raise DownloadFailed(f"not an HTTPS URL: {url!r}")
-        return await download(url, limit)
-
-    return fetch
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _asker(activity: Activity) -> Asker:

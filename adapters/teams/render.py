@@ -204,8 +204,12 @@ def _sources_card(citations: tuple[Citation, ...]) -> dict[str, Any]:
             continue
         body.append({"type": "TextBlock", "text": title, "weight": "Bolder", "spacing": "Medium", "wrap": True})
         for position, citation in group:
-            body.append({"type": "TextBlock", "text": f"[{position}] {_link(citation.label, citation.url)}",
-                         "wrap": True, "spacing": "Small"})
+            if citation.url:
+                body.append({"type": "TextBlock", "text": f"[{position}] {_link(citation.label, citation.url)}",
+                             "wrap": True, "spacing": "Small"})
+            else:  # a document's label: its file name, as a text run that is never read as markdown
+                body.append({"type": "RichTextBlock", "spacing": "Small",
+                             "inlines": [{"type": "TextRun", "text": f"[{position}] {citation.label}"}]})
             # A text run is never read as markdown: the quote cannot turn into a link or emphasis.
             body.append({"type": "RichTextBlock", "spacing": "None",
                          "inlines": [{"type": "TextRun", "text": f"“{citation.quote}”", "isSubtle": True}]})
@@ -218,9 +222,9 @@ def _sources_card(citations: tuple[Citation, ...]) -> dict[str, Any]:
 
 
 def _link(label: str, url: str) -> str:
-    text = label.replace("[", "\\[").replace("]", "\\]")
-    if not url:
-        return text
+    if not url:  # a document's label holds its file name, which the uploader chose
+        return escape(label)
+    text = label.replace("[", "\\[").replace("]", "\\]")  # a label from the corpus
     return f"[{text}]({url.replace('(', '%28').replace(')', '%29').replace(' ', '%20')})"
 
 
