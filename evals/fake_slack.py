@@ -46,6 +46,11 @@ class Call:
     status: int
     at: float  # time.monotonic()
 
+    @property
+    def ends_an_answer(self) -> bool:
+        """An answer's last message carries the 👍/👎 buttons; rejections and apologies carry none."""
+        return any(block.get("type") == "context_actions" for block in self.params.get("blocks") or [])
+
 
 class FakeSlack:
     def __init__(self) -> None:
@@ -297,13 +302,14 @@ def command_body(text: str, *, response_url: str, channel: str = "C00000001", us
 
 
 def button_body(action_id: str, value: str, *, response_url: str, channel: str = "C00000001",
-                user: str = "U00000002") -> str:
-    """A block_actions request for a button click (form-encoded `payload`)."""
+                user: str = "U00000002", element: str = "button") -> str:
+    """A block_actions request for a click on a button, or on one of the `feedback_buttons` (form-encoded
+    `payload`); `value` is the clicked button's."""
     payload = {
         "type": "block_actions", "team": {"id": TEAM_ID, "domain": "fake"}, "user": {"id": user},
         "api_app_id": "A00000001", "token": "unused", "trigger_id": "1.2.3", "response_url": response_url,
         "channel": {"id": channel, "name": "general"}, "container": {"type": "message", "channel_id": channel},
-        "actions": [{"type": "button", "action_id": action_id, "block_id": "feedback", "value": value,
+        "actions": [{"type": element, "action_id": action_id, "block_id": "b1", "value": value,
                      "action_ts": str(time.time())}],
     }
     return urlencode({"payload": json.dumps(payload)})

@@ -14,7 +14,7 @@ from aiohttp import ClientSession, web
 
 from adapters.conversation import Conversation
 from adapters.slack import SlackConfig, build_slack_app, make_web_app, serve_slack
-from adapters.slack.render import FEEDBACK_DOWN, FEEDBACK_UP
+from adapters.slack.render import FEEDBACK, FEEDBACK_DOWN, FEEDBACK_UP, feedback_value
 from bot.settings import SettingsError, load_settings
 from bot.wiring import slack_config
 from core.models import Asker, Turn
@@ -314,12 +314,17 @@ async def test_rate_limited_post_is_retried_after_retry_after():
 # --- feedback -------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("action_id, helpful", [(FEEDBACK_UP, True), (FEEDBACK_DOWN, False)])
+@pytest.mark.parametrize("click, helpful", [
+    ({"action_id": FEEDBACK, "value": feedback_value("req-123", True), "element": "feedback_buttons"}, True),
+    ({"action_id": FEEDBACK, "value": feedback_value("req-123", False), "element": "feedback_buttons"}, False),
+    ({"action_id": FEEDBACK_UP, "value": "req-123"}, True),  # the buttons of answers posted before feedback_buttons
+    ({"action_id": FEEDBACK_DOWN, "value": "req-123"}, False),
+], ids=["helpful", "not-helpful", "legacy-up", "legacy-down"])
 @scenario
-async def test_feedback_click_is_recorded_and_acknowledged(action_id, helpful):
+async def test_feedback_click_is_recorded_and_acknowledged(click, helpful):
     service = FakeAnswerService()
     async with LoopbackSlack(service) as slack:
-        status, _ = await slack.post(button_body(action_id, "req-123", response_url=slack.fake.response_url()))
+        status, _ = await slack.post(button_body(**click, response_url=slack.fake.response_url()))
         assert status == 200
         [reply] = await slack.fake.wait_for("response_url")
         assert reply.params["response_type"] == "ephemeral" and "Thanks for the feedback" in reply.params["text"]
@@ -332,9 +337,21 @@ async def test_feedback_click_is_recorded_and_acknowledged(action_id, helpful):
 async def test_feedback_on_an_unknown_answer_says_it_was_not_recorded():
     service = FakeAnswerService(known_request_ids=set())
     async with LoopbackSlack(service) as slack:
-        await slack.post(button_body(FEEDBACK_UP, "req-gone", response_url=slack.fake.response_url()))
+        await slack.post(button_body(FEEDBACK, feedback_value("req-gone", True), element="feedback_buttons",
+                                     response_url=slack.fake.response_url()))
         [reply] = await slack.fake.wait_for("response_url")
         assert "feedback was not recorded" in reply.params["text"] and service.feedback == []
+
+
+@scenario
+async def test_a_feedback_value_this_bot_never_sent_is_ignored():
+    service = FakeAnswerService()
+    async with LoopbackSlack(service) as slack:
+        status, _ = await slack.post(button_body(FEEDBACK, "positive_feedback", element="feedback_buttons",
+                                                 response_url=slack.fake.response_url()))
+        assert status == 200
+        await slack.fake.assert_no_more("response_url")
+        assert service.feedback == []
 
 
 # --- the web app and the entry point ---------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from adapters.slack import inbound
 from adapters.slack.inbound import Thread
 from adapters.slack.outbox import Outbox
 from adapters.slack.blocks import SlackMessage
-from adapters.slack.render import FEEDBACK_DOWN, FEEDBACK_UP, render
+from adapters.slack.render import FEEDBACK, FEEDBACK_DOWN, FEEDBACK_UP, read_feedback, render
 from adapters.slack.uploads import SlackFiles, share_in
 from core.models import Asker
 
@@ -58,8 +58,9 @@ class Listeners:
         app.event("message")(self._on_message)
         app.event("file_shared")(self._on_file_shared)
         app.command("/gdpr")(self._on_command)
-        app.action(FEEDBACK_UP)(self._on_feedback)
-        app.action(FEEDBACK_DOWN)(self._on_feedback)
+        app.action(FEEDBACK)(self._on_feedback)
+        app.action(FEEDBACK_UP)(self._on_legacy_feedback)
+        app.action(FEEDBACK_DOWN)(self._on_legacy_feedback)
         # Last: bolt answers 404 to an event without a listener and Slack then retries it for hours.
         app.event(re.compile(".*"))(self._acknowledge_only)
 
@@ -118,6 +119,15 @@ class Listeners:
         self._answer_command(key, command)
 
     async def _on_feedback(self, ack: AsyncAck, body: dict, action: dict) -> None:
+        await ack()
+        clicked = read_feedback(action.get("value") or "")
+        if clicked is None:
+            logger.warning("Ignoring a feedback click with the value %r", action.get("value"))
+            return
+        request_id, helpful = clicked
+        self._spawn(self._feedback(request_id, helpful, inbound.action_asker(body), body.get("response_url")))
+
+    async def _on_legacy_feedback(self, ack: AsyncAck, body: dict, action: dict) -> None:
         await ack()
         helpful = action["action_id"] == FEEDBACK_UP
         self._spawn(self._feedback(action.get("value", ""), helpful, inbound.action_asker(body),
