@@ -12,6 +12,7 @@ import time
 import pytest
 from aiohttp import ClientSession, web
 
+from adapters import wording
 from adapters.conversation import Conversation
 from adapters.slack import SlackConfig, build_slack_app, make_web_app, serve_slack
 from adapters.slack.render import FEEDBACK, FEEDBACK_DOWN, FEEDBACK_UP, feedback_value
@@ -113,13 +114,15 @@ async def test_progress_status_falls_back_to_a_reaction_removed_when_the_answer_
 
 
 @scenario
-async def test_progress_uses_the_assistant_status_where_slack_offers_it():
+async def test_the_assistant_status_shows_while_working_and_is_cleared_by_the_answer():
     async with LoopbackSlack(FakeAnswerService()) as slack:
         await slack.post(event_body(mention("Is consent required?", ts="1700000000.000100")))
-        await slack.fake.wait_for("chat.postMessage")
-        [status] = slack.fake.calls_to("assistant.threads.setStatus")
-        assert status.params["thread_ts"] == "1700000000.000100"
-        assert status.params["status"] == "Searching the Regulation…"
+        set_, cleared = await slack.fake.wait_for("assistant.threads.setStatus", 2)
+        [post] = slack.fake.calls_to("chat.postMessage")
+        assert set_.params["thread_ts"] == cleared.params["thread_ts"] == "1700000000.000100"
+        assert set_.params["status"] == "Searching the Regulation…"
+        assert set_.params["loading_messages"] == list(wording.LOADING_MESSAGES)
+        assert cleared.params["status"] == "" and set_.at < post.at <= cleared.at
         assert slack.fake.calls_to("reactions.add") == []
 
 
@@ -141,18 +144,19 @@ def _dm(text: str, ts: str, **extra) -> dict:
 
 
 @scenario
-async def test_direct_message_is_answered_in_the_dm():
+async def test_direct_message_is_answered_in_its_own_thread_with_the_status_meanwhile():
     service = FakeAnswerService()
     async with LoopbackSlack(service) as slack:
         status, _ = await slack.post(event_body(_dm("What is personal data?", "1700000000.000100")))
         assert status == 200
         [post] = await slack.fake.wait_for("chat.postMessage")
-        assert post.params["channel"] == DM and "thread_ts" not in post.params
+        # Slack's agent view makes every message of the bot's DM the start of a thread.
+        assert post.params["channel"] == DM and post.params["thread_ts"] == "1700000000.000100"
         assert f">{QUOTE}" in _all_text(post.params)
         assert service.asked[0].asker.channel == DM
-        # A top-level DM has no thread for a status: the reaction shows progress.
-        await slack.fake.wait_for("reactions.remove")
-        assert slack.fake.calls_to("assistant.threads.setStatus") == []
+        set_, cleared = await slack.fake.wait_for("assistant.threads.setStatus", 2)
+        assert set_.params["channel_id"] == DM and cleared.params["status"] == ""
+        assert slack.fake.calls_to("reactions.add") == []
 
 
 @scenario
