@@ -39,13 +39,14 @@ from adapters.intents import (
     NotDownloaded,
     Rejected,
     Reply,
+    ShowProgress,
     Task,
     UploadRefused,
     UploadsDisabled,
 )
 from adapters.plain import render_plain
 from core.library import DocumentRejected, Documents, NotAllowed, too_large
-from core.models import Asker, Turn
+from core.models import Asker, Stage, Turn
 from core.service import AnswerService, QuestionRejected
 
 logger = logging.getLogger(__name__)
@@ -145,6 +146,32 @@ class _Memory:
             self._threads.popitem(last=False)
 
 
+class _Stages:
+    """The stages the core reports on its thread, shown on the channel in the order they began."""
+
+    def __init__(self, show: ShowProgress):
+        self._show = show
+        self._loop = asyncio.get_running_loop()
+        self._queue: asyncio.Queue[Stage | None] = asyncio.Queue()
+        self._showing = self._loop.create_task(self._show_in_order())
+
+    def report(self, stage: Stage) -> None:
+        """The core's progress callback, called on a core thread: it must not wait for the platform."""
+        self._loop.call_soon_threadsafe(self._queue.put_nowait, stage)
+
+    async def shown(self) -> None:
+        """Returns once every stage reported so far has been shown (the core has returned: no more come)."""
+        self._queue.put_nowait(None)
+        await self._showing
+
+    async def _show_in_order(self) -> None:
+        while (stage := await self._queue.get()) is not None:
+            try:
+                await self._show(stage)
+            except Exception:  # progress is a courtesy: the answer still goes out
+                logger.exception("Showing the %s stage failed", stage.value)
+
+
 class Conversation:
     """Turns messages into replies. Without `documents`, shared files and the document commands are answered that
     uploads are not enabled."""
@@ -164,26 +191,31 @@ class Conversation:
             return
         command = parse(message.text)
         if isinstance(command, AskQuestion):
-            async with channel.working():
-                await channel.send(await self.answer(message, command.question))
+            async with channel.working() as show:
+                await channel.send(await self.answer(message, command.question, show))
             return
         await channel.send(await self._command(command, message.asker))
 
-    async def answer(self, message: Message, question: str | None = None) -> Reply:
+    async def answer(self, message: Message, question: str | None = None, show: ShowProgress | None = None) -> Reply:
         """`message` answered as `question`, by default its whole text whatever the first word (a line of a batch
-        is always a question)."""
+        is always a question); `show` is told each stage of the answer as it begins."""
         question = message.text if question is None else question
-        return await self._reply(Task.ANSWERING, "", self._ask(message, question))
+        return await self._reply(Task.ANSWERING, "", self._ask(message, question, show))
 
     async def feedback(self, request_id: str, *, helpful: bool, asker: Asker) -> Reply:
         return await self._reply(Task.FEEDBACK, request_id, self._record_feedback(request_id, helpful, asker))
 
-    async def _ask(self, message: Message, question: str) -> Reply:
+    async def _ask(self, message: Message, question: str, show: ShowProgress | None) -> Reply:
         history = await message.history() if message.history else self._memory.history(message.key)
+        stages = _Stages(show) if show is not None else None
         try:
-            answer = await self._run(self._service.ask, question, history=tuple(history), asker=message.asker)
+            answer = await self._run(self._service.ask, question, history=tuple(history), asker=message.asker,
+                                     progress=stages.report if stages else None)
         except QuestionRejected as exc:
             return Rejected(exc)
+        finally:
+            if stages is not None:
+                await stages.shown()
         if message.history is None:
             # Remembered before it is sent, so that a follow-up arriving right after the answer already sees it.
             self._memory.remember(message.key, question, render_plain(answer))

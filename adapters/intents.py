@@ -11,11 +11,12 @@ from typing import Protocol, Union
 
 from adapters.plain import unique_related
 from core.documents import DocumentRecord
-from core.models import AbstentionReason, Answer, Asker, Passage, Turn
+from core.models import AbstentionReason, Answer, Asker, Passage, Stage, Turn
 from core.references import NoSuchProvision
 from core.service import QuestionRejected
 
 History = Callable[[], Awaitable[Sequence[Turn]]]
+ShowProgress = Callable[[Stage], Awaitable[None]]
 
 
 class DownloadFailed(Exception):
@@ -173,14 +174,15 @@ class Channel(Protocol):
 
     async def send(self, reply: Reply) -> None: ...
 
-    def working(self, file_name: str | None = None) -> AbstractAsyncContextManager[None]:
-        """Shows that the bot is searching the Regulation (or reading `file_name`) while the block runs."""
+    def working(self, file_name: str | None = None) -> AbstractAsyncContextManager[ShowProgress | None]:
+        """Shows that the bot is searching the Regulation (or reading `file_name`) while the block runs. Yields
+        where each stage of an answer is shown as it begins, or None where the platform shows no stages."""
         ...
 
 
 __all__ = [
     "AdminAction", "AdminsOnly", "Answered", "Attachment", "Channel", "Declined", "DocumentList", "DownloadFailed",
     "Failed", "FeedbackNotFound", "FeedbackRecorded", "FileNameMissing", "Forgotten", "Help", "History", "Indexed",
-    "Message", "NoSuchDocument", "NotDownloaded", "Rejected", "Reply", "Task", "UploadRefused", "UploadsDisabled",
-    "no_history",
+    "Message", "NoSuchDocument", "NotDownloaded", "Rejected", "Reply", "ShowProgress", "Task", "UploadRefused",
+    "UploadsDisabled", "no_history",
 ]

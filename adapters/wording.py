@@ -6,7 +6,7 @@ Code spans (`docs`) are written here because Slack, Teams and the terminal all s
 """
 from __future__ import annotations
 
-from core.models import AbstentionReason, Notice
+from core.models import AbstentionReason, Notice, Stage
 from core.references import Missing, NoSuchProvision
 from core.service import EmptyQuestion, QuestionRejected, QuestionTooLong, RateLimited
 
@@ -19,11 +19,27 @@ SOURCES_HEADER = "Sources"
 REGULATION_KEYWORD = "GDPR"
 DOCUMENT_KEYWORD = "Organisation document"
 SOURCE_LINE = "Source: Regulation (EU) 2016/679, consolidated text incl. 2018 corrigendum · not legal advice"
-FEEDBACK_HELPFUL = "👍 Helpful"
-FEEDBACK_NOT_HELPFUL = "👎 Not helpful"
+FEEDBACK_HELPFUL = "Helpful"
+FEEDBACK_NOT_HELPFUL = "Not helpful"
+FEEDBACK_HELPFUL_LABEL = "This answer was helpful"
+FEEDBACK_NOT_HELPFUL_LABEL = "This answer was not helpful"
 FEEDBACK_RECORDED = "Thanks for the feedback — it has been recorded."
 FEEDBACK_NOT_FOUND = "I couldn't find that answer any more, so the feedback was not recorded."
 SEARCHING = "Searching the Regulation…"
+# Slack rotates these under the status while the bot works.
+LOADING_MESSAGES = (
+    "Searching the Regulation…",
+    "Reading the provisions that apply…",
+    "Checking every quote against the Regulation…",
+    "Linking each provision to EUR-Lex…",
+)
+# The stages of an answer as Slack's plan and Teams' progress bar show them while the asker waits.
+PLAN_TITLE = "Answering from the Regulation"
+STAGES = {
+    Stage.SEARCHING: "Searching the Regulation…",
+    Stage.GENERATING: "Drafting the answer…",
+    Stage.VERIFYING: "Checking the quotes against the Regulation…",
+}
 UPLOADS_DISABLED = "Document uploads are not enabled on this bot."
 FILE_NAME_MISSING = "Which document? Use `forget <file name>`, e.g. `forget Retention policy.pdf`; `docs` lists them."
 OFFICIAL_LANGUAGES = ("Bulgarian, Croatian, Czech, Danish, Dutch, English, Estonian, Finnish, French, German, Greek, "
@@ -197,8 +213,8 @@ def _plural(count: int, noun: str) -> str:
 
 __all__ = [
     "DECLINED_HEADER", "DOCUMENTS_HEADER", "FEEDBACK_NOT_FOUND", "FEEDBACK_RECORDED", "FILE_NAME_MISSING", "HELP",
-    "HELP_ABOUT", "HELP_LEAD", "NO_DOCUMENTS", "NOTICES", "REASONS", "REGULATION_HEADER", "RELATED_HEADER",
-    "SEARCHING", "SOURCE_LINE", "SOURCES_HEADER", "UPLOADS_DISABLED", "admins_only", "apology", "asked",
-    "declined", "document_line", "documents_header", "forgotten", "indexed", "no_such_document",
-    "no_such_provision", "not_downloaded", "reading", "rejected",
+    "HELP_ABOUT", "HELP_LEAD", "LOADING_MESSAGES", "NO_DOCUMENTS", "NOTICES", "PLAN_TITLE", "REASONS",
+    "REGULATION_HEADER", "RELATED_HEADER", "SEARCHING", "SOURCE_LINE", "SOURCES_HEADER", "STAGES", "UPLOADS_DISABLED",
+    "admins_only", "apology", "asked", "declined", "document_line", "documents_header", "forgotten", "indexed",
+    "no_such_document", "no_such_provision", "not_downloaded", "reading", "rejected",
 ]

@@ -77,7 +77,7 @@ def slack_config(settings: Settings) -> SlackConfig:
         raise SettingsError("Missing setting SLACK_BOT_TOKEN: the bot token (xoxb-…) is required for Slack")
     return SlackConfig(bot_token=settings.slack_bot_token, signing_secret=settings.slack_signing_secret,
                        app_token=settings.slack_app_token, api_url=settings.slack_api_url,
-                       journal_path=settings.data_dir / PENDING_JOURNAL_NAME)
+                       journal_path=settings.data_dir / PENDING_JOURNAL_NAME, streaming=bool(settings.groq_api_key))
 
 
 def teams_config(settings: Settings) -> TeamsConfig:

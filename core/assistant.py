@@ -10,10 +10,10 @@ from typing import Protocol
 
 from core.abstain import AbstentionPolicy
 from core.library import Documents
-from core.models import Abstention, AbstentionReason, Answer, Asker, Mode, Notice, Passage, Turn
+from core.models import Abstention, AbstentionReason, Answer, Asker, Mode, Notice, Passage, Stage, Turn
 from core.references import ProvisionRef
 from core.retrieval import Retrieval, Retriever
-from core.service import EmptyQuestion, QuestionTooLong, RateLimited
+from core.service import EmptyQuestion, Progress, QuestionTooLong, RateLimited
 from core.verify import Draft, Verifier
 
 log = logging.getLogger(__name__)
@@ -79,7 +79,8 @@ class Assistant:
         self.max_question_chars = max_question_chars
         self.k = k
 
-    def ask(self, question: str, *, history: Sequence[Turn] = (), asker: Asker = Asker()) -> Answer:
+    def ask(self, question: str, *, history: Sequence[Turn] = (), asker: Asker = Asker(),
+            progress: Progress | None = None) -> Answer:
         started = time.perf_counter()
         question = question.strip()
         if not question:
@@ -94,7 +95,7 @@ class Assistant:
                     self.metrics.observe_rate_limited(asker.platform)
                 raise
         try:
-            answer = self._answer(question, history, asker, uuid.uuid4().hex[:16])
+            answer = self._answer(question, history, asker, uuid.uuid4().hex[:16], progress or _unobserved)
         except Exception:
             if self.metrics is not None:
                 self.metrics.observe_error(asker.platform)
@@ -110,7 +111,9 @@ class Assistant:
     def record_feedback(self, request_id: str, *, helpful: bool, asker: Asker) -> bool:
         return self.audit.record_feedback(request_id, helpful, asker) if self.audit is not None else False
 
-    def _answer(self, question: str, history: Sequence[Turn], asker: Asker, request_id: str) -> Answer:
+    def _answer(self, question: str, history: Sequence[Turn], asker: Asker, request_id: str,
+                progress: Progress) -> Answer:
+        progress(Stage.SEARCHING)
         query = self.generator.standalone_question(question, history)
         retrieval = self.retriever.run(query, k=self.k)
         timings = {"retrieval": retrieval.timings_ms.get("total", 0.0)}
@@ -124,7 +127,9 @@ class Assistant:
         # does not cover the question, an answer may still quote them, saying so.
         sources = (() if abstention else retrieval.passages) + documents
         t = time.perf_counter()
+        progress(Stage.GENERATING)
         draft, notice = self.generator.generate(question, replace(retrieval, passages=sources), history)
+        progress(Stage.VERIFYING)
         verified = self.verifier.run(draft, sources)
         mode = Mode.EXTRACTIVE if notice is Notice.LLM_UNAVAILABLE else self.generator.mode
         if not verified.statements and not draft.not_in_sources and self.fallback is not None:
@@ -164,3 +169,7 @@ class Assistant:
         if retrieval.evidence.similarity_guide < RELATED_MIN_SIMILARITY:
             return ()
         return retrieval.passages[:RELATED_SHOWN]
+
+
+def _unobserved(stage: Stage) -> None:
+    """Nobody is waiting to see the stages."""

@@ -82,6 +82,14 @@ class Notice(Enum):
     ONLY_DOCUMENTS = "only-documents"  # the Regulation does not cover it: what follows is the organisation's
 
 
+class Stage(Enum):
+    """How far an answer has got, for the platforms that show it while the asker waits (each words it its own way)."""
+
+    SEARCHING = "searching"  # the Regulation, and the workspace's documents, are searched
+    GENERATING = "generating"  # an answer is drafted from what was found
+    VERIFYING = "verifying"  # every quote of the draft is looked for in the stored text it cites
+
+
 class Mode(Enum):
     EXTRACTIVE = "extractive"
     LLM = "llm"
@@ -131,5 +139,5 @@ class Answer:
 
 __all__ = [
     "Abstention", "AbstentionReason", "Answer", "Asker", "Citation", "Mode", "Notice", "Passage", "Provision",
-    "SourceKind", "Statement", "Turn",
+    "SourceKind", "Stage", "Statement", "Turn",
 ]

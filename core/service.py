@@ -6,9 +6,13 @@ not answered raises a `QuestionRejected` subclass carrying values; each adapter 
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol, Sequence
 
-from core.models import Answer, Asker, Turn
+from core.models import Answer, Asker, Stage, Turn
+
+# Called on the thread that answers, as each stage begins; it must return at once and never raise.
+Progress = Callable[[Stage], None]
 
 
 class QuestionRejected(Exception):
@@ -33,8 +37,10 @@ class QuestionTooLong(QuestionRejected):
 
 
 class AnswerService(Protocol):
-    def ask(self, question: str, *, history: Sequence[Turn] = (), asker: Asker = Asker()) -> Answer:
-        """Answer `question` (with its thread's earlier turns). Raises QuestionRejected subclasses."""
+    def ask(self, question: str, *, history: Sequence[Turn] = (), asker: Asker = Asker(),
+            progress: Progress | None = None) -> Answer:
+        """Answer `question` (with its thread's earlier turns), telling `progress` each stage as it begins. Raises
+        QuestionRejected subclasses."""
         ...
 
     def record_feedback(self, request_id: str, *, helpful: bool, asker: Asker) -> bool:

@@ -31,6 +31,14 @@ class Guides:
                 guides.setdefault(row["id"], []).extend(text for text in lines if text.strip())
         return guides
 
+    def questions(self, lang: str) -> dict[str, list[str]]:
+        """What people ask when they need each provision, in `lang`, by provision id, in the order `lines` reads."""
+        questions: dict[str, list[str]] = {}
+        for path in self.files(lang):
+            for row in _rows(path):
+                questions.setdefault(row["id"], []).extend(q for q in row.get("asks", []) if q.strip())
+        return questions
+
     def passes(self, lang: str) -> list[tuple[dict[str, dict], dict[str, dict]]]:
         """(rows of `lang`, rows of English) by provision id for each pass both have: texts that say the same."""
         aligned = []

@@ -1,7 +1,9 @@
 """A local stand-in for Slack, for the adapter's tests and the load benchmark.
 
 `FakeSlack` is the Web API, `response_url`s, file downloads and a Socket Mode WebSocket, on loopback: it
-records every call, answers like Slack, and returns 429 with Retry-After or `ok: false` errors on demand.
+records every call, answers like Slack (messages refused over Slack's block limits; streams that expire; the
+assistant status and suggested prompts; users' locales), and returns 429 with Retry-After or `ok: false` errors on
+demand.
 The payload builders and `sign()` play Slack's other side: correctly signed Events API, slash-command
 and interactivity requests.
 `LoopbackSlack` wires the real bolt app to both, on free loopback ports.
@@ -35,6 +37,10 @@ BOT_TOKEN = "xoxb-fake-token"
 SIGNING_SECRET = "fake-signing-secret"
 POLL_S = 0.02
 QUIET_S = 0.5  # a duplicate answer, or one to an ignored event, arrives well within this
+STREAM_TTL_S = 300.0  # Slack ends a message's streaming state after about five minutes
+# Slack's limits on a message's blocks (see adapters.slack.blocks), and the errors it answers beyond them.
+MAX_BLOCKS, MAX_TEXT_CHARS, MAX_MARKDOWN_CHARS, MAX_MESSAGE_CHARS = 50, 3000, 12_000, 13_000
+MAX_PROMPTS = 4
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,11 @@ class Call:
     params: dict
     status: int
     at: float  # time.monotonic()
+
+    @property
+    def ends_an_answer(self) -> bool:
+        """An answer's last message carries the 👍/👎 buttons; rejections and apologies carry none."""
+        return any(block.get("type") == "context_actions" for block in self.params.get("blocks") or [])
 
 
 class FakeSlack:
@@ -57,6 +68,9 @@ class FakeSlack:
         self._file_bytes: dict[str, bytes] = {}
         self._redirects: dict[str, str] = {}
         self._ts = itertools.count(1)
+        self._streams: dict[tuple[str, str], float | None] = {}  # (channel, ts) → started at, None once stopped
+        self._stream_ttl_s = STREAM_TTL_S
+        self._locales: dict[str, str] = {}
         self._runner: web.AppRunner | None = None
         self._sockets: list[web.WebSocketResponse] = []
         self.base_url = ""
@@ -97,6 +111,24 @@ class FakeSlack:
     def fail(self, method: str, error: str) -> None:
         """Every call of `method` answers `{"ok": false, "error": error}`, as Slack does."""
         self._errors[method] = error
+
+    def expire_streams_after(self, seconds: float) -> None:
+        """Streams end `seconds` after they started (Slack: about five minutes), as if nothing had been appended."""
+        self._stream_ttl_s = seconds
+
+    def set_locale(self, user: str, locale: str) -> None:
+        """What users.info reports as `user`'s locale (by default en-US)."""
+        self._locales[user] = locale
+
+    def message(self, channel: str, ts: str) -> dict:
+        """The message as it stands: posted, streamed, stopped or updated."""
+        [message] = [m for m in self._messages if m["channel"] == channel and m["ts"] == ts]
+        return message
+
+    def bot_messages(self, channel: str, thread_ts: str) -> list[dict]:
+        """What the bot posted or streamed in the thread, as it stands, oldest first."""
+        return sorted((m for m in self._messages if m["channel"] == channel and m["thread_ts"] == thread_ts
+                       and m.get("bot_id") == BOT_ID), key=lambda m: float(m["ts"]))
 
     def add_message(self, channel: str, ts: str, text: str, *, user: str | None = None, bot_id: str | None = None,
                     thread_ts: str | None = None) -> None:
@@ -185,11 +217,40 @@ class FakeSlack:
         if method == "auth.test":
             return {"ok": True, "url": "https://fake.slack.test/", "team": "Fake", "user": "gdpr-bot",
                     "team_id": TEAM_ID, "user_id": BOT_USER_ID, "bot_id": BOT_ID}
-        if method == "chat.postMessage":
+        if method in ("chat.postMessage", "chat.update", "chat.stopStream") and _refusal(params.get("blocks")):
+            return {"ok": False, "error": _refusal(params.get("blocks"))}
+        if method in ("chat.postMessage", "chat.startStream"):
             ts = f"{int(time.time())}.{next(self._ts):06d}"
             self.add_message(params["channel"], ts, params.get("text", ""), user=BOT_USER_ID, bot_id=BOT_ID,
                              thread_ts=params.get("thread_ts"))
+            self.message(params["channel"], ts)["blocks"] = params.get("blocks") or []
+            if method == "chat.startStream":
+                self._streams[(params["channel"], ts)] = time.monotonic()
             return {"ok": True, "channel": params["channel"], "ts": ts, "message": {"text": params.get("text")}}
+        if method in ("chat.appendStream", "chat.stopStream"):
+            key = (params["channel"], params["ts"])
+            if key not in self._streams:
+                return {"ok": False, "error": "message_not_found"}
+            started = self._streams[key]
+            if started is None or time.monotonic() - started > self._stream_ttl_s:
+                return {"ok": False, "error": "message_not_in_streaming_state"}
+            if method == "chat.stopStream":
+                self._streams[key] = None
+                self.message(*key)["blocks"] = params.get("blocks") or []
+            return {"ok": True, "channel": params["channel"], "ts": params["ts"]}
+        if method == "chat.update":
+            if not [m for m in self._messages if (m["channel"], m["ts"]) == (params["channel"], params["ts"])]:
+                return {"ok": False, "error": "message_not_found"}
+            self.message(params["channel"], params["ts"]).update(text=params.get("text", ""),
+                                                                 blocks=params.get("blocks") or [])
+            return {"ok": True, "channel": params["channel"], "ts": params["ts"]}
+        if method == "assistant.threads.setSuggestedPrompts":
+            prompts = params.get("prompts") or []
+            if not 0 < len(prompts) <= MAX_PROMPTS or not all(p.get("title") and p.get("message") for p in prompts):
+                return {"ok": False, "error": "invalid_arguments"}
+        if method == "users.info":
+            locale = {"locale": self._locales.get(params.get("user"), "en-US")} if params.get("include_locale") else {}
+            return {"ok": True, "user": {"id": params.get("user"), "name": "someone", **locale}}
         if method == "apps.connections.open":
             return {"ok": True, "url": self.base_url.replace("http://", "ws://") + "/socket-mode"}
         if method == "files.info":
@@ -244,6 +305,18 @@ async def _params(request: web.Request) -> dict:
     return params
 
 
+def _refusal(blocks: list[dict] | None) -> str | None:
+    """The error Slack answers to a message with these blocks, or None when it takes them."""
+    blocks = blocks or []
+    texts = [b["text"]["text"] for b in blocks if isinstance(b.get("text"), dict)]
+    markdown = sum(len(b["text"]) for b in blocks if b.get("type") == "markdown")
+    if len(blocks) > MAX_BLOCKS or any(len(t) > MAX_TEXT_CHARS for t in texts) or markdown > MAX_MARKDOWN_CHARS:
+        return "invalid_blocks"
+    if len(json.dumps(blocks, ensure_ascii=False)) > MAX_MESSAGE_CHARS:
+        return "msg_blocks_too_long"
+    return None
+
+
 def _bound_port(site: web.TCPSite) -> int:
     return site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
@@ -276,6 +349,18 @@ def mention(text: str, *, channel: str = "C00000001", ts: str, user: str = "U000
     return event | ({"thread_ts": thread_ts} if thread_ts else {})
 
 
+def home_opened(*, user: str = "U00000001", channel: str = "D00000001", tab: str = "messages") -> dict:
+    """`user` opening the bot's App Home on `tab`: with Slack's agent view, "messages" is opening the bot's DM."""
+    return {"type": "app_home_opened", "user": user, "channel": channel, "tab": tab, "event_ts": f"{time.time():.6f}"}
+
+
+def assistant_thread_started(*, user: str = "U00000001", channel: str = "D00000001", thread_ts: str) -> dict:
+    """`user` starting a thread in Slack's older assistant view."""
+    return {"type": "assistant_thread_started", "event_ts": f"{time.time():.6f}",
+            "assistant_thread": {"user_id": user, "channel_id": channel, "thread_ts": thread_ts,
+                                 "context": {"channel_id": "C00000001", "team_id": TEAM_ID}}}
+
+
 def file_share(files: list[dict], *, channel: str, ts: str, user: str = "U00000001", text: str = "",
                thread_ts: str | None = None, team: str = TEAM_ID) -> dict:
     """The `message` event (subtype file_share) of `user` sharing `files`; DM channel ids start with "D"."""
@@ -302,13 +387,14 @@ def command_body(text: str, *, response_url: str, channel: str = "C00000001", us
 
 
 def button_body(action_id: str, value: str, *, response_url: str, channel: str = "C00000001",
-                user: str = "U00000002") -> str:
-    """A block_actions request for a button click (form-encoded `payload`)."""
+                user: str = "U00000002", element: str = "button") -> str:
+    """A block_actions request for a click on a button, or on one of the `feedback_buttons` (form-encoded
+    `payload`); `value` is the clicked button's."""
     payload = {
         "type": "block_actions", "team": {"id": TEAM_ID, "domain": "fake"}, "user": {"id": user},
         "api_app_id": "A00000001", "token": "unused", "trigger_id": "1.2.3", "response_url": response_url,
         "channel": {"id": channel, "name": "general"}, "container": {"type": "message", "channel_id": channel},
-        "actions": [{"type": "button", "action_id": action_id, "block_id": "feedback", "value": value,
+        "actions": [{"type": element, "action_id": action_id, "block_id": "b1", "value": value,
                      "action_ts": str(time.time())}],
     }
     return urlencode({"payload": json.dumps(payload)})
@@ -320,14 +406,15 @@ class LoopbackSlack:
         async with LoopbackSlack(service) as slack:
             status, _ = await slack.post(event_body(mention("…", ts="1.1")))
 
-    `conversation` replaces the one made of `service` and `documents`.
+    `conversation` replaces the one made of `service` and `documents`; `streaming` streams answers (LLM mode).
     """
 
     def __init__(self, service: AnswerService, *, signing_secret: str = SIGNING_SECRET,
                  documents: Documents | None = None, journal: PendingJournal | None = None,
-                 conversation: Conversation | None = None):
+                 conversation: Conversation | None = None, streaming: bool = False):
         self.conversation = conversation or Conversation(service, documents)
         self.journal = journal
+        self._streaming = streaming
         self.fake = FakeSlack()
         self._signing_secret = signing_secret
         self._runner: web.AppRunner | None = None
@@ -336,7 +423,8 @@ class LoopbackSlack:
 
     async def __aenter__(self) -> LoopbackSlack:
         await self.fake.start()
-        config = SlackConfig(bot_token=BOT_TOKEN, signing_secret=self._signing_secret, api_url=self.fake.api_url)
+        config = SlackConfig(bot_token=BOT_TOKEN, signing_secret=self._signing_secret, api_url=self.fake.api_url,
+                             streaming=self._streaming)
         web_app = make_web_app(build_slack_app(config, self.conversation, journal=self.journal),
                                signing_secret=self._signing_secret)
         self._runner = web.AppRunner(web_app, access_log=None)
@@ -373,5 +461,6 @@ class LoopbackSlack:
 
 __all__ = [
     "BOT_ID", "BOT_TOKEN", "BOT_USER_ID", "Call", "FakeSlack", "LoopbackSlack", "SIGNING_SECRET", "TEAM_ID",
-    "button_body", "command_body", "event_body", "file_share", "file_shared", "mention", "sign",
+    "assistant_thread_started", "button_body", "command_body", "event_body", "file_share", "file_shared",
+    "home_opened", "mention", "sign",
 ]

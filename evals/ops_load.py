@@ -227,13 +227,8 @@ async def _kill_when_answered(ctx: LoadContext, bot: BotProcess, kill_at: int, s
 # --- figures -------------------------------------------------------------------------------------------------
 
 
-def _is_answer(call: Call) -> bool:
-    """An answer's last message carries the 👍/👎 buttons; rejections and apologies carry none."""
-    return any(block.get("type") == "actions" for block in call.params.get("blocks") or [])
-
-
 def _footers(posts: list[Call]) -> int:
-    return sum(_is_answer(c) for c in posts)
+    return sum(c.ends_an_answer for c in posts)
 
 
 def _outcome(posts: list[Call]) -> str:

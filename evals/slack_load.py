@@ -90,7 +90,7 @@ async def _benchmark(service: AnswerService, n: int, timeout_s: float) -> dict:
         "unanswered": sum(count == 0 for count in answers.values()),
         "answered_more_than_once": sum(count > 1 for count in answers.values()),
         "apologies_or_rejections": sum(
-            1 for ts in threads if posts_by_thread[ts] and not any(_has_feedback(c) for c in posts_by_thread[ts])
+            1 for ts in threads if posts_by_thread[ts] and not any(c.ends_an_answer for c in posts_by_thread[ts])
         ),
         "p50_ms": round(percentile(latencies, 50) * 1000, 1) if latencies else None,
         "p95_ms": round(percentile(latencies, 95) * 1000, 1) if latencies else None,
@@ -114,12 +114,9 @@ async def _wait_for_replies(slack: LoopbackSlack, threads: set[str], timeout_s: 
 
 def _answers_in(posts: list[Call]) -> int:
     """An answer may span several messages but has one feedback footer; a rejection/apology is one message."""
-    footers = sum(_has_feedback(c) for c in posts)
+    footers = sum(c.ends_an_answer for c in posts)
     return footers if footers else len(posts)
 
-
-def _has_feedback(call: Call) -> bool:
-    return any(block.get("type") == "actions" for block in call.params.get("blocks") or [])
 
 
 def _summary(result: dict) -> str:

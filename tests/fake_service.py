@@ -9,8 +9,8 @@ from typing import Sequence
 
 from core.documents import DocumentRecord
 from core.library import NotAllowed
-from core.models import Abstention, AbstentionReason, Answer, Asker, Citation, Mode, Passage, Statement, Turn
-from core.service import QuestionRejected, QuestionTooLong
+from core.models import Abstention, AbstentionReason, Answer, Asker, Citation, Mode, Passage, Stage, Statement, Turn
+from core.service import Progress, QuestionRejected, QuestionTooLong
 
 ART_33_1 = (
     "In the case of a personal data breach, the controller shall without undue delay and, where feasible, "
@@ -43,18 +43,23 @@ class FakeAnswerService:
     feedback: list[tuple[str, bool, Asker]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def ask(self, question: str, *, history: Sequence[Turn] = (), asker: Asker = Asker()) -> Answer:
+    def ask(self, question: str, *, history: Sequence[Turn] = (), asker: Asker = Asker(),
+            progress: Progress | None = None) -> Answer:
         if len(question) > self.max_question_chars:
             raise QuestionTooLong(len(question), self.max_question_chars)
         with self._lock:
             self.asked.append(Asked(question, tuple(history), asker))
         if self.fail_with is not None:
             raise self.fail_with
+        report = progress or (lambda stage: None)
+        report(Stage.SEARCHING)
         passage = Passage("Art. 33(1)", "Art. 33(1)", ART_33_1, ART_33_1_URL, "en", 0.9)
         request_id = uuid.uuid4().hex[:12]
         if self.abstain is not None:
             return Answer(question=question, statements=(), retrieved=(passage,), mode=Mode.EXTRACTIVE,
                           request_id=request_id, abstention=Abstention(self.abstain), related=(passage,))
+        report(Stage.GENERATING)
+        report(Stage.VERIFYING)
         citation = Citation("Art. 33(1)", "Art. 33(1)", QUOTE, ART_33_1_URL, "en")
         return Answer(question=question, statements=(Statement(None, (citation,)),), retrieved=(passage,),
                       mode=Mode.EXTRACTIVE, request_id=request_id)

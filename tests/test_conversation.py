@@ -43,7 +43,7 @@ from adapters.intents import (
     UploadsDisabled,
 )
 from core.library import too_large
-from core.models import AbstentionReason, Asker, Turn
+from core.models import AbstentionReason, Asker, Stage, Turn
 from core.service import QuestionTooLong
 from tests.fake_service import FakeAnswerService, FakeDocuments, record
 from tests.helpers import bounded
@@ -123,6 +123,51 @@ async def test_a_question_is_answered_while_working_and_a_declined_one_carries_i
     assert answered.progress == [None]
     [declined] = (await replies_to(Conversation(FakeAnswerService(abstain=AbstentionReason.NATIONAL_LAW)), "q?")).replies
     assert isinstance(declined, Declined) and declined.reason is AbstentionReason.NATIONAL_LAW
+
+
+class StagesShown(Recorder):
+    """A channel that shows the stages of an answer; `fail_on` makes showing that stage fail."""
+
+    def __init__(self, fail_on: Stage | None = None) -> None:
+        super().__init__()
+        self.events: list = []
+        self._fail_on = fail_on
+
+    async def show(self, stage: Stage) -> None:
+        await asyncio.sleep(0.01)  # a platform call: the next stage waits for it
+        self.events.append(stage)
+        if stage is self._fail_on:
+            raise RuntimeError("the platform refused the update")
+
+    async def send(self, reply) -> None:
+        self.events.append(type(reply))
+
+    @asynccontextmanager
+    async def working(self, file_name: str | None = None):
+        yield self.show
+
+
+@scenario
+async def test_each_stage_is_shown_in_order_before_the_answer_is_sent():
+    channel = StagesShown()
+    await Conversation(FakeAnswerService()).handle(Message("When must a breach be notified?", MEMBER, "t"), channel)
+    assert channel.events == [Stage.SEARCHING, Stage.GENERATING, Stage.VERIFYING, Answered]
+    declined = StagesShown()
+    conversation = Conversation(FakeAnswerService(abstain=AbstentionReason.OTHER_LAW))
+    await conversation.handle(Message("q?", MEMBER, "t"), declined)
+    assert declined.events == [Stage.SEARCHING, Declined]
+
+
+@scenario
+async def test_a_stage_that_cannot_be_shown_does_not_hold_up_the_answer(caplog):
+    channel = StagesShown(fail_on=Stage.SEARCHING)
+    with caplog.at_level(logging.ERROR, logger="adapters.conversation"):
+        await Conversation(FakeAnswerService()).handle(Message("q?", MEMBER, "t"), channel)
+    assert channel.events == [Stage.SEARCHING, Stage.GENERATING, Stage.VERIFYING, Answered]
+    assert any("searching" in r.getMessage() for r in caplog.records)
+    failing = StagesShown()
+    await Conversation(FakeAnswerService(fail_with=RuntimeError("disk"))).handle(Message("q?", MEMBER, "t"), failing)
+    assert failing.events == [Failed]
 
 
 @scenario

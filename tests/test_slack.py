@@ -12,9 +12,10 @@ import time
 import pytest
 from aiohttp import ClientSession, web
 
+from adapters import wording
 from adapters.conversation import Conversation
 from adapters.slack import SlackConfig, build_slack_app, make_web_app, serve_slack
-from adapters.slack.render import FEEDBACK_DOWN, FEEDBACK_UP
+from adapters.slack.render import FEEDBACK, FEEDBACK_DOWN, FEEDBACK_UP, feedback_value
 from bot.settings import SettingsError, load_settings
 from bot.wiring import slack_config
 from core.models import Asker, Turn
@@ -113,13 +114,15 @@ async def test_progress_status_falls_back_to_a_reaction_removed_when_the_answer_
 
 
 @scenario
-async def test_progress_uses_the_assistant_status_where_slack_offers_it():
+async def test_the_assistant_status_shows_while_working_and_is_cleared_by_the_answer():
     async with LoopbackSlack(FakeAnswerService()) as slack:
         await slack.post(event_body(mention("Is consent required?", ts="1700000000.000100")))
-        await slack.fake.wait_for("chat.postMessage")
-        [status] = slack.fake.calls_to("assistant.threads.setStatus")
-        assert status.params["thread_ts"] == "1700000000.000100"
-        assert status.params["status"] == "Searching the Regulation…"
+        set_, cleared = await slack.fake.wait_for("assistant.threads.setStatus", 2)
+        [post] = slack.fake.calls_to("chat.postMessage")
+        assert set_.params["thread_ts"] == cleared.params["thread_ts"] == "1700000000.000100"
+        assert set_.params["status"] == "Searching the Regulation…"
+        assert set_.params["loading_messages"] == list(wording.LOADING_MESSAGES)
+        assert cleared.params["status"] == "" and set_.at < post.at <= cleared.at
         assert slack.fake.calls_to("reactions.add") == []
 
 
@@ -141,18 +144,19 @@ def _dm(text: str, ts: str, **extra) -> dict:
 
 
 @scenario
-async def test_direct_message_is_answered_in_the_dm():
+async def test_direct_message_is_answered_in_its_own_thread_with_the_status_meanwhile():
     service = FakeAnswerService()
     async with LoopbackSlack(service) as slack:
         status, _ = await slack.post(event_body(_dm("What is personal data?", "1700000000.000100")))
         assert status == 200
         [post] = await slack.fake.wait_for("chat.postMessage")
-        assert post.params["channel"] == DM and "thread_ts" not in post.params
+        # Slack's agent view makes every message of the bot's DM the start of a thread.
+        assert post.params["channel"] == DM and post.params["thread_ts"] == "1700000000.000100"
         assert f">{QUOTE}" in _all_text(post.params)
         assert service.asked[0].asker.channel == DM
-        # A top-level DM has no thread for a status: the reaction shows progress.
-        await slack.fake.wait_for("reactions.remove")
-        assert slack.fake.calls_to("assistant.threads.setStatus") == []
+        set_, cleared = await slack.fake.wait_for("assistant.threads.setStatus", 2)
+        assert set_.params["channel_id"] == DM and cleared.params["status"] == ""
+        assert slack.fake.calls_to("reactions.add") == []
 
 
 @scenario
@@ -314,12 +318,17 @@ async def test_rate_limited_post_is_retried_after_retry_after():
 # --- feedback -------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("action_id, helpful", [(FEEDBACK_UP, True), (FEEDBACK_DOWN, False)])
+@pytest.mark.parametrize("click, helpful", [
+    ({"action_id": FEEDBACK, "value": feedback_value("req-123", True), "element": "feedback_buttons"}, True),
+    ({"action_id": FEEDBACK, "value": feedback_value("req-123", False), "element": "feedback_buttons"}, False),
+    ({"action_id": FEEDBACK_UP, "value": "req-123"}, True),  # the buttons of answers posted before feedback_buttons
+    ({"action_id": FEEDBACK_DOWN, "value": "req-123"}, False),
+], ids=["helpful", "not-helpful", "legacy-up", "legacy-down"])
 @scenario
-async def test_feedback_click_is_recorded_and_acknowledged(action_id, helpful):
+async def test_feedback_click_is_recorded_and_acknowledged(click, helpful):
     service = FakeAnswerService()
     async with LoopbackSlack(service) as slack:
-        status, _ = await slack.post(button_body(action_id, "req-123", response_url=slack.fake.response_url()))
+        status, _ = await slack.post(button_body(**click, response_url=slack.fake.response_url()))
         assert status == 200
         [reply] = await slack.fake.wait_for("response_url")
         assert reply.params["response_type"] == "ephemeral" and "Thanks for the feedback" in reply.params["text"]
@@ -332,9 +341,21 @@ async def test_feedback_click_is_recorded_and_acknowledged(action_id, helpful):
 async def test_feedback_on_an_unknown_answer_says_it_was_not_recorded():
     service = FakeAnswerService(known_request_ids=set())
     async with LoopbackSlack(service) as slack:
-        await slack.post(button_body(FEEDBACK_UP, "req-gone", response_url=slack.fake.response_url()))
+        await slack.post(button_body(FEEDBACK, feedback_value("req-gone", True), element="feedback_buttons",
+                                     response_url=slack.fake.response_url()))
         [reply] = await slack.fake.wait_for("response_url")
         assert "feedback was not recorded" in reply.params["text"] and service.feedback == []
+
+
+@scenario
+async def test_a_feedback_value_this_bot_never_sent_is_ignored():
+    service = FakeAnswerService()
+    async with LoopbackSlack(service) as slack:
+        status, _ = await slack.post(button_body(FEEDBACK, "positive_feedback", element="feedback_buttons",
+                                                 response_url=slack.fake.response_url()))
+        assert status == 200
+        await slack.fake.assert_no_more("response_url")
+        assert service.feedback == []
 
 
 # --- the web app and the entry point ---------------------------------------------------------------------------

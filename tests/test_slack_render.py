@@ -7,8 +7,8 @@ import re
 from adapters import wording
 from adapters.intents import AdminsOnly, AdminAction, Answered, Declined, Failed, Indexed, NoSuchDocument, Task
 from adapters.slack.inbound import to_plain
-from adapters.slack.blocks import MAX_BLOCKS, MAX_TEXT_CHARS, SlackMessage
-from adapters.slack.render import FEEDBACK_DOWN, FEEDBACK_UP, escape, render, render_text
+from adapters.slack.blocks import MAX_BLOCKS, MAX_MARKDOWN_CHARS, MAX_MESSAGE_CHARS, MAX_TEXT_CHARS, SlackMessage
+from adapters.slack.render import FEEDBACK, escape, read_feedback, render, render_text
 from core.models import Abstention, AbstentionReason, Answer, Citation, Mode, Notice, Passage, Statement
 from core.references import Missing, NoSuchProvision, ProvisionRef
 from tests.fake_service import record
@@ -27,12 +27,14 @@ def _citation(label: str, quote: str, *, kind="regulation", url=URL) -> Citation
 
 
 def _texts(message: SlackMessage) -> list[str]:
-    """Every mrkdwn/plain text in the message's blocks, in order."""
+    """Every markdown, mrkdwn or plain text in the message's blocks, in order."""
     texts = []
     for block in message.blocks:
         if "text" in block:
-            texts.append(block["text"]["text"])
-        texts += [e["text"] if isinstance(e["text"], str) else e["text"]["text"] for e in block.get("elements", [])]
+            texts.append(block["text"] if isinstance(block["text"], str) else block["text"]["text"])
+        for element in block.get("elements", []):
+            if "text" in element:
+                texts.append(element["text"] if isinstance(element["text"], str) else element["text"]["text"])
     return texts
 
 
@@ -59,8 +61,13 @@ def test_model_and_user_text_cannot_ping_or_link_in_a_rendered_answer():
     everything = _everything(messages)
     assert "<!" not in everything
     assert re.findall(r"<@\w+", everything) == ["<@U00000001"] * everything.count("<@U00000001")
-    assert "<https://evil" not in everything
+    assert "<https://evil" not in everything and "](https://evil" not in everything
     assert all(link.startswith("<https://eur-lex") for link in re.findall(r"<http[^>]*>", everything))
+    [statement] = [b["text"] for m in messages for b in m.blocks if b["type"] == "markdown"]
+    # In markdown the hostile text is characters: entities for Slack's <…> forms, escaped link and emphasis syntax,
+    # no bare broadcast, and a zero-width space that keeps a client from linking the bare URL.
+    assert "&lt;\\!channel&gt;" in statement and "&lt;@U12345678&gt;" in statement and "@here" not in statement
+    assert "&lt;https\u200b://evil.example\\|click&gt;" in statement
     # verbatim: Slack must not auto-link names or parse mentions in what we echo
     for message in messages:
         for block in message.blocks:
@@ -91,15 +98,18 @@ def test_non_http_links_render_as_plain_labels():
 def test_answer_shows_statements_linked_labels_quotes_source_and_feedback():
     answer = _answer([Statement("Notify within 72 hours.", (_citation("Art. 33(1)", "not later than 72 hours"),))])
     [message] = render(Answered(answer))
+    # The model's sentence reads as markdown and links the provision it rests on to its paragraph on EUR-Lex.
+    assert message.blocks[0] == {"type": "markdown", "text": f"Notify within 72 hours. ([Art. 33(1)]({URL}))"}
     texts = _texts(message)
-    assert texts[0] == "Notify within 72 hours. [Art. 33(1)]"  # the statement names the provision it rests on
     assert f"*<{URL}|Art. 33(1)>*\n>not later than 72 hours" in texts
     assert wording.SOURCE_LINE in texts
     assert wording.DECLINED_HEADER not in _everything([message])
-    [actions] = [b for b in message.blocks if b["type"] == "actions"]
-    assert [(e["action_id"], e["value"]) for e in actions["elements"]] == [(FEEDBACK_UP, "req-1"),
-                                                                           (FEEDBACK_DOWN, "req-1")]
-    assert message.text.startswith("Notify within 72 hours.")
+    [feedback] = [b for b in message.blocks if b["type"] == "context_actions"]
+    [buttons] = feedback["elements"]
+    assert buttons["type"] == "feedback_buttons" and buttons["action_id"] == FEEDBACK
+    assert read_feedback(buttons["positive_button"]["value"]) == ("req-1", True)
+    assert read_feedback(buttons["negative_button"]["value"]) == ("req-1", False)
+    assert message.text.startswith("Notify within 72 hours. [Art. 33(1)]\nArt. 33(1): “not later than 72 hours”")
 
 
 def test_an_extractive_statement_is_its_quote_under_the_linked_label():
@@ -163,7 +173,8 @@ def test_a_very_long_answer_is_split_into_messages_within_slacks_limits_never_mi
     for message in messages:
         assert 0 < len(message.text) <= 3000
         assert len(message.blocks) <= MAX_BLOCKS
-        assert len(json.dumps(message.blocks, ensure_ascii=False)) < 12_000
+        assert len(json.dumps(message.blocks, ensure_ascii=False)) <= MAX_MESSAGE_CHARS < 13_000
+        assert sum(len(b["text"]) for b in message.blocks if b["type"] == "markdown") <= MAX_MARKDOWN_CHARS
         assert all(len(t) <= MAX_TEXT_CHARS for t in _texts(message))
     for citation in citations:
         [home] = [m for m in messages if f"|{citation.label}>" in _everything([m])]
@@ -174,7 +185,8 @@ def test_a_very_long_answer_is_split_into_messages_within_slacks_limits_never_mi
     # the statements stay in order, and the footer closes the last message only
     first_words = [t.split(":")[0] for m in messages for t in _texts(m) if t.startswith("Statement")]
     assert first_words == sorted(first_words, key=lambda w: int(w.split()[1]))
-    assert [i for i, m in enumerate(messages) if any(b["type"] == "actions" for b in m.blocks)] == [len(messages) - 1]
+    assert [i for i, m in enumerate(messages) if any(b["type"] == "context_actions" for b in m.blocks)] == [
+        len(messages) - 1]
 
 
 def test_a_long_statement_line_is_cut_at_a_space():
@@ -190,3 +202,20 @@ def test_a_quote_too_long_for_any_message_is_split_at_blocks_and_stays_quoted():
     assert len({id(m) for m in messages if any("giant" in t for t in _texts(m))}) > 1
     assert all(line.startswith(">") for t in quote_texts for line in t.split("\n"))
     assert sum(t.count("giant") for t in quote_texts) == 3000
+
+
+def test_model_markdown_in_a_statement_stays_text():
+    hostile = "[click](https://evil.example) **loud** `code`\n# Big\n- item, see www.evil.example or a@evil.example"
+    [message] = render(Answered(_answer([Statement(hostile, (_citation("Art. 33(1)", "q"),))])))
+    [statement] = [b["text"] for b in message.blocks if b["type"] == "markdown"]
+    for markup in ("[click](", "**loud**", "`code`", "\n# Big", "\n- item", "https://evil", "www.evil", "a@evil"):
+        assert markup not in statement
+    assert statement.startswith("\\[click\\]\\(https\u200b://evil.example\\) \\*\\*loud\\*\\*")
+
+
+def test_a_source_shows_its_heading_after_the_linked_label():
+    citation = Citation("Art. 33(1)", "Art. 33(1)", "not later than 72 hours", URL, "en",
+                        title="Notification of a personal data breach to the <supervisory> authority")
+    [message] = render(Answered(_answer([Statement(None, (citation,))])))
+    assert _texts(message)[0] == (f"*<{URL}|Art. 33(1)>* · Notification of a personal data breach to the "
+                                  "&lt;supervisory&gt; authority\n>not later than 72 hours")

@@ -14,7 +14,7 @@ import pytest
 from adapters import terminal, wording
 from adapters.conversation import Conversation
 from adapters.intents import Answered, Declined, Message, no_history
-from adapters.slack.render import FEEDBACK_UP
+from adapters.slack.render import FEEDBACK, feedback_value, read_feedback
 from core.extractive import ExtractiveGenerator
 from core.llm import GroqGenerator, chat_groq
 from core.models import AbstentionReason, Asker, Notice
@@ -112,12 +112,16 @@ async def test_feedback_for_an_answer_that_does_not_exist_is_not_recorded(compon
     audit = AuditLog(tmp_path / "audit.sqlite3")
     assistant = components.assistant(audit=audit)
     async with LoopbackSlack(assistant) as slack:
-        await slack.post(button_body(FEEDBACK_UP, "no-such-answer", response_url=slack.fake.response_url()))
+        await slack.post(button_body(FEEDBACK, feedback_value("no-such-answer", True), element="feedback_buttons",
+                                     response_url=slack.fake.response_url()))
         [unknown] = await slack.fake.wait_for("response_url")
         await slack.post(event_body(mention("What is a controller?", ts="1700000000.000100")))
         [answer] = await slack.fake.wait_for("chat.postMessage", timeout_s=30)
-        request_id = next(e["value"] for b in answer.params["blocks"] if b["type"] == "actions" for e in b["elements"])
-        await slack.post(button_body(FEEDBACK_UP, request_id, response_url=slack.fake.response_url()))
+        [footer] = [b for b in answer.params["blocks"] if b["type"] == "context_actions"]
+        [buttons] = footer["elements"]
+        request_id, _ = read_feedback(buttons["positive_button"]["value"])
+        await slack.post(button_body(FEEDBACK, buttons["positive_button"]["value"], element="feedback_buttons",
+                                     response_url=slack.fake.response_url()))
         [_, known] = await slack.fake.wait_for("response_url", 2)
     assert unknown.params["text"] == wording.FEEDBACK_NOT_FOUND and known.params["text"] == wording.FEEDBACK_RECORDED
     assert {row["request_id"]: row["feedback"] for row in audit.export()} == {request_id: "up"}

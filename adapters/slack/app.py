@@ -42,6 +42,7 @@ class SlackConfig:
     app_token: str | None = None  # Socket Mode, when set
     api_url: str | None = None  # another Web API (a fake, in tests)
     journal_path: Path | None = None  # where accepted questions wait until answered (`run_slack`)
+    streaming: bool = False  # answers are streamed (LLM mode); extractive ones come as one message each
 
 
 def build_slack_app(config: SlackConfig, conversation: Conversation, *, journal: PendingJournal | None = None
@@ -59,7 +60,7 @@ def build_slack_app(config: SlackConfig, conversation: Conversation, *, journal:
     # acknowledges within milliseconds and answers in the background.
     app = AsyncApp(client=client, signing_secret=config.signing_secret or "", name="gdpr-bot",
                    process_before_response=True)
-    listeners = Listeners(conversation, client, journal)
+    listeners = Listeners(conversation, client, journal, streaming=config.streaming)
     listeners.register(app)
     listeners.replay()
     return app

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-# Slack's hard limits are 3,000 characters per text object and 50 blocks per message; a whole message
-# is kept well under the ~12,000 characters Slack's clients render before truncating.
+# Slack's hard limits: 3,000 characters per text object, 50 blocks per message, 12,000 characters of markdown blocks
+# in all per message; and a whole message is refused (msg_blocks_too_long) from about 13,000 characters, measured
+# (slackapi/bolt-js#2509). A message's blocks are kept within 12,000 characters of JSON, which is longer still.
 MAX_TEXT_CHARS = 3000
 MAX_BLOCKS = 50
-MAX_MESSAGE_CHARS = 8000
+MAX_MARKDOWN_CHARS = 12_000
+MAX_MESSAGE_CHARS = 12_000
 # Notifications and conversations.replies show the fallback text; it need not carry the whole answer.
 MAX_FALLBACK_CHARS = 3000
 
@@ -35,15 +37,14 @@ def pack(groups: list[Group], fallback: str) -> list[SlackMessage]:
     `fallback` is the text of a message whose groups bring none."""
     fitting: list[Group] = []
     for group in groups:
-        if len(group.blocks) > MAX_BLOCKS or _size(group.blocks) > MAX_MESSAGE_CHARS:
+        if _too_big(group.blocks):
             fitting += [Group((block,), group.fallback if i == 0 else "") for i, block in enumerate(group.blocks)]
         else:
             fitting.append(group)
     messages: list[list[Group]] = [[]]
     for group in fitting:
         current = messages[-1]
-        blocks = [b for g in current for b in g.blocks] + list(group.blocks)
-        if current and (len(blocks) > MAX_BLOCKS or _size(blocks) > MAX_MESSAGE_CHARS):
+        if current and _too_big([b for g in current for b in g.blocks] + list(group.blocks)):
             messages.append([group])
         else:
             current.append(group)
@@ -87,6 +88,12 @@ def quote(text: str) -> str:
     return "\n".join(">" + line for line in text.split("\n"))
 
 
+def markdown_block(text: str) -> dict:
+    """Standard markdown, which Slack renders as it renders an AI app's streamed text; `text` is already inert
+    where it came from users, models or PDFs (`adapters.markdown.escape`)."""
+    return {"type": "markdown", "text": text}
+
+
 def section(text: str) -> dict:
     return {"type": "section", "text": {"type": "mrkdwn", "text": text, "verbatim": True}}
 
@@ -99,9 +106,14 @@ def clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _too_big(blocks) -> bool:
+    markdown_chars = sum(len(b["text"]) for b in blocks if b["type"] == "markdown")
+    return len(blocks) > MAX_BLOCKS or markdown_chars > MAX_MARKDOWN_CHARS or _size(blocks) > MAX_MESSAGE_CHARS
+
+
 def _size(blocks) -> int:
     return len(json.dumps(list(blocks), ensure_ascii=False))
 
 
-__all__ = ["Group", "MAX_BLOCKS", "MAX_FALLBACK_CHARS", "MAX_MESSAGE_CHARS", "MAX_TEXT_CHARS", "SlackMessage", "chunks",
-           "clip", "context", "pack", "quote", "section"]
+__all__ = ["Group", "MAX_BLOCKS", "MAX_FALLBACK_CHARS", "MAX_MARKDOWN_CHARS", "MAX_MESSAGE_CHARS", "MAX_TEXT_CHARS",
+           "SlackMessage", "chunks", "clip", "context", "markdown_block", "pack", "quote", "section"]

@@ -22,20 +22,21 @@ HISTORY_FETCH_LIMIT = 200
 
 @dataclass(frozen=True)
 class Thread:
-    """Where a message was posted and where its replies go."""
+    """Where a message was posted and where its replies go: the thread it is in, or its own. Slack's agent view
+    makes each message of a DM the start of a thread, as a mention is in a channel."""
 
     channel: str
     message_ts: str  # the message's own ts: progress reaction, end of the history
-    thread_ts: str | None  # where to reply; None = top level of a DM
+    thread_ts: str  # where to reply
 
     @property
     def is_follow_up(self) -> bool:
         """Asked inside an existing thread, whose earlier turns give the question its context."""
-        return self.thread_ts not in (None, self.message_ts)
+        return self.thread_ts != self.message_ts
 
     @property
     def key(self) -> str:
-        return f"slack:{self.channel}:{self.thread_ts or self.message_ts}"
+        return f"slack:{self.channel}:{self.thread_ts}"
 
 
 def from_a_bot(event: dict) -> bool:
@@ -87,19 +88,13 @@ def action_asker(body: dict) -> Asker:
                  channel=(body.get("channel") or {}).get("id"), user=(body.get("user") or {}).get("id"))
 
 
-def reply_thread(event: dict) -> Thread:
-    """A mention is answered in a thread; a DM at the top level unless it was posted in a thread."""
-    thread_ts = event.get("thread_ts") or (event["ts"] if event["type"] == "app_mention" else None)
-    return Thread(event["channel"], event["ts"], thread_ts)
-
-
-def share_thread(event: dict) -> Thread:
-    """A file share is confirmed in its own thread, wherever it was shared."""
+def thread_of(event: dict) -> Thread:
+    """A question (a mention, a DM) is answered and a file share confirmed in the message's thread."""
     return Thread(event["channel"], event["ts"], event.get("thread_ts") or event["ts"])
 
 
 def question(event: dict, context: AsyncBoltContext, client: AsyncWebClient) -> tuple[Thread, Message]:
-    thread = reply_thread(event)
+    thread = thread_of(event)
 
     async def history() -> tuple[Turn, ...]:
         if not thread.is_follow_up:
@@ -126,6 +121,17 @@ def split_private(text: str) -> tuple[bool, str]:
     if first in ("-p", "--private"):
         return True, rest.strip()
     return False, text.strip()
+
+
+async def user_language(client: AsyncWebClient, user: str) -> str:
+    """The language of the user's Slack client ("de" for de-DE), or "en" when Slack does not say."""
+    try:
+        response = await client.users_info(user=user, include_locale=True)
+    except SlackApiError as exc:
+        logger.warning("Could not read the user's locale: %s", exc.response.get("error"))
+        return "en"
+    locale = (response.get("user") or {}).get("locale") or "en"
+    return locale.split("-")[0].lower()
 
 
 async def thread_history(client: AsyncWebClient, thread: Thread, bot_user_id: str | None,

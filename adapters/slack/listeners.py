@@ -14,7 +14,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from functools import partial
@@ -25,16 +25,18 @@ from slack_sdk.web.async_client import AsyncWebClient
 from adapters.conversation import Conversation, ShowHelp, parse
 from adapters.intents import Reply
 from adapters.pending import JournalUnavailable, PendingJournal
+from adapters.prompts import example_questions
 from adapters.slack import inbound
 from adapters.slack.inbound import Thread
 from adapters.slack.outbox import Outbox
 from adapters.slack.blocks import SlackMessage
-from adapters.slack.render import FEEDBACK_DOWN, FEEDBACK_UP, render
+from adapters.slack.render import FEEDBACK, FEEDBACK_DOWN, FEEDBACK_UP, read_feedback, render
 from adapters.slack.uploads import SlackFiles, share_in
 from core.models import Asker
 
 logger = logging.getLogger(__name__)
 
+Listener = Callable[..., Awaitable[None]]
 # Questions a killed process left unanswered are answered on restart, unless the asker has long moved on.
 REPLAY_MAX_AGE_S = 3600.0
 # A response_url accepts replies for 30 minutes only.
@@ -42,10 +44,13 @@ COMMAND_REPLAY_MAX_AGE_S = 1800.0
 
 
 class Listeners:
-    def __init__(self, conversation: Conversation, client: AsyncWebClient, journal: PendingJournal | None):
+    """`streaming`: see `Outbox`."""
+
+    def __init__(self, conversation: Conversation, client: AsyncWebClient, journal: PendingJournal | None, *,
+                 streaming: bool = False):
         self._conversation = conversation
         self._client = client
-        self._outbox = Outbox(client)
+        self._outbox = Outbox(client, streaming=streaming)
         self._files = SlackFiles(client)
         self._journal = journal
         # A thread of its own, so that a slow disk holds up neither the event loop nor the core's threads.
@@ -53,13 +58,29 @@ class Listeners:
         # Strong references: the event loop keeps only weak ones to running tasks.
         self._tasks: set[asyncio.Task] = set()
 
+    @property
+    def events(self) -> dict[str, Listener]:
+        """The listener of each event type (`message` takes every message.* subscription)."""
+        return {"app_mention": self._on_mention, "message": self._on_message, "file_shared": self._on_file_shared,
+                "app_home_opened": self._on_home_opened, "assistant_thread_started": self._on_assistant_thread_started}
+
+    @property
+    def commands(self) -> dict[str, Listener]:
+        return {"/gdpr": self._on_command}
+
+    @property
+    def actions(self) -> dict[str, Listener]:
+        """The listener of each action id the bot's messages carry, and of those its older messages carry."""
+        return {FEEDBACK: self._on_feedback, FEEDBACK_UP: self._on_legacy_feedback,
+                FEEDBACK_DOWN: self._on_legacy_feedback}
+
     def register(self, app: AsyncApp) -> None:
-        app.event("app_mention")(self._on_mention)
-        app.event("message")(self._on_message)
-        app.event("file_shared")(self._on_file_shared)
-        app.command("/gdpr")(self._on_command)
-        app.action(FEEDBACK_UP)(self._on_feedback)
-        app.action(FEEDBACK_DOWN)(self._on_feedback)
+        for event, listener in self.events.items():
+            app.event(event)(listener)
+        for command, listener in self.commands.items():
+            app.command(command)(listener)
+        for action, listener in self.actions.items():
+            app.action(action)(listener)
         # Last: bolt answers 404 to an event without a listener and Slack then retries it for hours.
         app.event(re.compile(".*"))(self._acknowledge_only)
 
@@ -99,6 +120,19 @@ class Listeners:
             asker = Asker(platform="slack", workspace=context.team_id, channel=channel, user=event.get("user_id"))
             self._spawn(self._index_shared_file(file_id, channel, asker))
 
+    async def _on_home_opened(self, ack: AsyncAck, event: dict) -> None:
+        """Slack's agent view: the bot's DM was opened. Its suggested prompts are pinned there."""
+        await ack()
+        if event.get("tab") == "messages" and event.get("channel") and event.get("user"):
+            self._spawn(self._suggest(event["channel"], event["user"]))
+
+    async def _on_assistant_thread_started(self, ack: AsyncAck, event: dict) -> None:
+        """Slack's older assistant view: a new assistant thread, which gets the prompts of its own."""
+        await ack()
+        thread = event.get("assistant_thread") or {}
+        if thread.get("channel_id") and thread.get("thread_ts") and thread.get("user_id"):
+            self._spawn(self._suggest(thread["channel_id"], thread["user_id"], thread["thread_ts"]))
+
     async def _on_command(self, ack: AsyncAck, command: dict) -> None:
         message = inbound.command(command)
         if isinstance(parse(message.text), ShowHelp):
@@ -118,6 +152,15 @@ class Listeners:
         self._answer_command(key, command)
 
     async def _on_feedback(self, ack: AsyncAck, body: dict, action: dict) -> None:
+        await ack()
+        clicked = read_feedback(action.get("value") or "")
+        if clicked is None:
+            logger.warning("Ignoring a feedback click with the value %r", action.get("value"))
+            return
+        request_id, helpful = clicked
+        self._spawn(self._feedback(request_id, helpful, inbound.action_asker(body), body.get("response_url")))
+
+    async def _on_legacy_feedback(self, ack: AsyncAck, body: dict, action: dict) -> None:
         await ack()
         helpful = action["action_id"] == FEEDBACK_UP
         self._spawn(self._feedback(action.get("value", ""), helpful, inbound.action_asker(body),
@@ -144,11 +187,16 @@ class Listeners:
 
     def _answer_in_thread(self, key: str, event: dict, context: AsyncBoltContext) -> None:
         thread, message = inbound.question(event, context, self._client)
-        self._spawn(self._journaled(key, self._conversation.handle(message, self._outbox.thread(thread))))
+        replies = self._outbox.thread(thread, message.asker)
+        self._spawn(self._journaled(key, self._conversation.handle(message, replies)))
 
     def _answer_command(self, key: str, command: dict) -> None:
         replies = self._outbox.command(command["response_url"], command.get("user_id"))
         self._spawn(self._journaled(key, self._conversation.handle(inbound.command(command), replies)))
+
+    async def _suggest(self, channel: str, user: str, thread_ts: str | None = None) -> None:
+        questions = example_questions(await inbound.user_language(self._client, user))
+        await self._outbox.suggest(channel, questions, thread_ts)
 
     async def _feedback(self, request_id: str, helpful: bool, asker: Asker, response_url: str | None) -> None:
         reply = await self._conversation.feedback(request_id, helpful=helpful, asker=asker)
@@ -158,7 +206,7 @@ class Listeners:
     # --- uploads ------------------------------------------------------------------------------------------------
 
     def _receive_files(self, event: dict, context: AsyncBoltContext) -> None:
-        thread, asker = inbound.share_thread(event), inbound.event_asker(event, context)
+        thread, asker = inbound.thread_of(event), inbound.event_asker(event, context)
         for file in event["files"]:
             if self._conversation.deliveries.claim(inbound.file_key(file["id"], thread.channel)):
                 self._spawn(self._index(file, thread, asker))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
-from adapters import wording
+from adapters import markdown, wording
 from adapters.intents import (
     AdminsOnly,
     Answered,
@@ -36,14 +36,19 @@ from adapters.slack.blocks import (
     chunks,
     clip,
     context,
+    markdown_block,
     pack,
     quote,
     section,
 )
 from core.models import Citation
 
+FEEDBACK = "feedback"
+# Answers posted before the feedback_buttons element had a button of each kind; their clicks still count.
 FEEDBACK_UP = "feedback_up"
 FEEDBACK_DOWN = "feedback_down"
+HELPFUL = "helpful"
+NOT_HELPFUL = "not-helpful"
 
 _BROADCASTS = re.compile(r"@(channel|here|everyone)\b", re.IGNORECASE)
 
@@ -56,6 +61,24 @@ def escape(text: str) -> str:
     """
     escaped = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _BROADCASTS.sub("@\u200b\\1", escaped)
+
+
+def escape_markdown(text: str) -> str:
+    """Make user, model or document text safe in a markdown block: no markup or links, and Slack's `<…>` forms as
+    entities (markdown shows them as the characters), so no mention or broadcast either."""
+    return _BROADCASTS.sub("@\u200b\\1", markdown.escape(text, entities=True))
+
+
+def feedback_value(request_id: str, helpful: bool) -> str:
+    return f"{HELPFUL if helpful else NOT_HELPFUL}:{request_id}"
+
+
+def read_feedback(value: str) -> tuple[str, bool] | None:
+    """(request id, helpful) from a feedback button's value; None for a value this bot never sent."""
+    verdict, _, request_id = value.partition(":")
+    if verdict not in (HELPFUL, NOT_HELPFUL) or not request_id:
+        return None
+    return request_id, verdict == HELPFUL
 
 
 def render(reply: Reply, *, asked_by: str | None = None) -> list[SlackMessage]:
@@ -141,15 +164,19 @@ def render_answer(reply: Answered | Declined, *, asked_by: str | None = None) ->
 
 
 def _statements(reply: Answered) -> list[Group]:
-    lines = []
+    """The model's own sentences, a markdown block each, ending with links to the provisions they do not name."""
+    groups = []
     for statement in reply.answer.statements:
         if statement.text is None:  # the quotes below speak for themselves
             continue
-        labels = dict.fromkeys(c.label for c in statement.citations)
-        missing = [label for label in labels if label not in statement.text]
-        suffix = f" [{'; '.join(missing)}]" if missing else ""
-        lines.append(escape(statement.text + suffix))
-    return [Group((section(chunk),), chunk) for chunk in chunks("\n".join(lines))]
+        unnamed = [c for c in {c.label: c for c in statement.citations}.values() if c.label not in statement.text]
+        # A document's label holds the file name its uploader chose: Slack's own `<…>` forms must stay inert too.
+        named = [markdown.link(c.label, c.url) if c.url else escape_markdown(c.label) for c in unnamed]
+        links = f" ({'; '.join(named)})" if unnamed else ""
+        labels = f" [{'; '.join(c.label for c in unnamed)}]" if unnamed else ""
+        blocks = tuple(markdown_block(chunk) for chunk in chunks(escape_markdown(statement.text) + links))
+        groups.append(Group(blocks, escape(statement.text + labels)))
+    return groups
 
 
 def _declined(reply: Declined) -> list[Group]:
@@ -173,7 +200,8 @@ def _citations(citations: tuple[Citation, ...]) -> list[Group]:
 
 
 def _citation(citation: Citation) -> Group:
-    label = f"*{_link(citation.url, citation.label)}*"
+    """The provision linked to its paragraph on EUR-Lex (or the document and page), its heading, the quote."""
+    label = f"*{_link(citation.url, citation.label)}*" + (f" · {escape(citation.title)}" if citation.title else "")
     quoted = quote(escape(citation.quote))
     first, *rest = chunks(f"{label}\n{quoted}")
     blocks = (section(first),) + tuple(section(chunk) for chunk in rest)
@@ -201,16 +229,18 @@ def _link(url: str, label: str) -> str:
 
 
 def _feedback_buttons(request_id: str) -> dict:
-    return {
-        "type": "actions",
-        "block_id": "feedback",
-        "elements": [
-            {"type": "button", "action_id": FEEDBACK_UP, "value": request_id,
-             "text": {"type": "plain_text", "text": wording.FEEDBACK_HELPFUL, "emoji": True}},
-            {"type": "button", "action_id": FEEDBACK_DOWN, "value": request_id,
-             "text": {"type": "plain_text", "text": wording.FEEDBACK_NOT_HELPFUL, "emoji": True}},
-        ],
-    }
+    """Slack's own 👍/👎 under an AI app's answer; a click's value names the answer and the verdict."""
+
+    def button(helpful: bool, text: str, label: str) -> dict:
+        return {"text": {"type": "plain_text", "text": text}, "accessibility_label": label,
+                "value": feedback_value(request_id, helpful)}
+
+    return {"type": "context_actions", "elements": [{
+        "type": "feedback_buttons", "action_id": FEEDBACK,
+        "positive_button": button(True, wording.FEEDBACK_HELPFUL, wording.FEEDBACK_HELPFUL_LABEL),
+        "negative_button": button(False, wording.FEEDBACK_NOT_HELPFUL, wording.FEEDBACK_NOT_HELPFUL_LABEL),
+    }]}
 
 
-__all__ = ["FEEDBACK_DOWN", "FEEDBACK_UP", "escape", "render", "render_answer", "render_document_list", "render_text"]
+__all__ = ["FEEDBACK", "FEEDBACK_DOWN", "FEEDBACK_UP", "escape", "escape_markdown", "feedback_value", "read_feedback",
+           "render", "render_answer", "render_document_list", "render_text"]

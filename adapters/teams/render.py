@@ -8,11 +8,11 @@ come from the corpus.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Iterable
 
 from adapters import wording
+from adapters.markdown import escape, link
 from adapters.intents import (
     AdminsOnly,
     Answered,
@@ -48,20 +48,6 @@ class TeamsMessage:
     entities: tuple[dict[str, Any], ...] = ()
     cards: tuple[dict[str, Any], ...] = ()
     channel_data: dict[str, Any] | None = None
-
-
-_MARKUP = re.compile(r"([\\`*_~\[\]()<>#|{}!&])")
-_BULLET = re.compile(r"^(\s*)([-+])(?=\s)", re.MULTILINE)
-_NUMBERED = re.compile(r"^(\s*\d+)\.(?=\s)", re.MULTILINE)
-# Teams links bare URLs and addresses itself; a zero-width space after the scheme, "www" or "@" keeps them text.
-_AUTOLINK = re.compile(r"(?i)\b(?:https?|ftp|file)(?=://)|\bmailto(?=:)|\bwww(?=\.)|(?<=\w)@(?=\w)")
-
-
-def escape(text: str) -> str:
-    """User, model or document text made inert in Teams markdown: no emphasis, code, links, HTML, lists."""
-    text = _MARKUP.sub(r"\\\1", text)
-    text = _NUMBERED.sub(r"\1\\.", _BULLET.sub(r"\1\\\2", text))
-    return _AUTOLINK.sub(lambda m: m.group(0) + "\u200b", text)
 
 
 def render(reply: Reply, *, with_card: bool) -> TeamsMessage:
@@ -136,7 +122,7 @@ def fallback_text(reply: Answered | Declined) -> str:
     lines = []
     for statement in reply.answer.statements:
         lines += [] if statement.text is None else [escape(statement.text)]
-        lines += [f"{_link(c.label, c.url)}: “{escape(c.quote)}”" for c in statement.citations]
+        lines += [f"{link(c.label, c.url)}: “{escape(c.quote)}”" for c in statement.citations]
     return "\n\n".join([*lines, *(f"_{wording.NOTICES[n]}_" for n in reply.answer.notices)])
 
 
@@ -150,7 +136,7 @@ def _statement_text(statement: Statement, positions: dict[Citation, int]) -> str
 def _declined_text(reply: Declined) -> str:
     lines = [f"**{wording.DECLINED_HEADER}.**", wording.declined(reply.reason, reply.missing)]
     if reply.related:
-        lines.append(f"{wording.RELATED_HEADER} " + ", ".join(_link(p.label, p.url) for p in reply.related))
+        lines.append(f"{wording.RELATED_HEADER} " + ", ".join(link(p.label, p.url) for p in reply.related))
     return "\n\n".join(lines)
 
 
@@ -205,7 +191,7 @@ def _sources_card(citations: tuple[Citation, ...]) -> dict[str, Any]:
         body.append({"type": "TextBlock", "text": title, "weight": "Bolder", "spacing": "Medium", "wrap": True})
         for position, citation in group:
             if citation.url:
-                body.append({"type": "TextBlock", "text": f"[{position}] {_link(citation.label, citation.url)}",
+                body.append({"type": "TextBlock", "text": f"[{position}] {link(citation.label, citation.url)}",
                              "wrap": True, "spacing": "Small"})
             else:  # a document's label: its file name, as a text run that is never read as markdown
                 body.append({"type": "RichTextBlock", "spacing": "Small",
@@ -219,13 +205,6 @@ def _sources_card(citations: tuple[Citation, ...]) -> dict[str, Any]:
         "version": "1.2",
         "body": body,
     }
-
-
-def _link(label: str, url: str) -> str:
-    if not url:  # a document's label holds its file name, which the uploader chose
-        return escape(label)
-    text = label.replace("[", "\\[").replace("]", "\\]")  # a label from the corpus
-    return f"[{text}]({url.replace('(', '%28').replace(')', '%29').replace(' ', '%20')})"
 
 
 __all__ = ["MAX_ABSTRACT_CHARS", "MAX_CITATIONS", "TeamsMessage", "citation_entity", "escape", "fallback_text",
