@@ -79,7 +79,8 @@ class Assistant:
         self.max_question_chars = max_question_chars
         self.k = k
 
-    def ask(self, question: str, *, history: Sequence[Turn] = (), asker: Asker = Asker()) -> Answer:
+    def ask(self, question: str, *, history: Sequence[Turn] = (), asker: Asker = Asker(),
+            request_id: str | None = None) -> Answer:
         started = time.perf_counter()
         question = question.strip()
         if not question:
@@ -94,7 +95,7 @@ class Assistant:
                     self.metrics.observe_rate_limited(asker.platform)
                 raise
         try:
-            answer = self._answer(question, history, asker, uuid.uuid4().hex[:16])
+            answer = self._answer(question, history, asker, request_id or uuid.uuid4().hex[:16])
         except Exception:
             if self.metrics is not None:
                 self.metrics.observe_error(asker.platform)

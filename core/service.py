@@ -33,8 +33,10 @@ class QuestionTooLong(QuestionRejected):
 
 
 class AnswerService(Protocol):
-    def ask(self, question: str, *, history: Sequence[Turn] = (), asker: Asker = Asker()) -> Answer:
-        """Answer `question` (with its thread's earlier turns). Raises QuestionRejected subclasses."""
+    def ask(self, question: str, *, history: Sequence[Turn] = (), asker: Asker = Asker(),
+            request_id: str | None = None) -> Answer:
+        """Answer `question` (with its thread's earlier turns) under `request_id` (a new one by default; answering
+        under the id of an earlier answer replaces it in the audit trail). Raises QuestionRejected subclasses."""
         ...
 
     def record_feedback(self, request_id: str, *, helpful: bool, asker: Asker) -> bool:
