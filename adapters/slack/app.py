@@ -11,7 +11,6 @@ import logging
 import signal
 from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
@@ -20,10 +19,10 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.conversation import Conversation
-from adapters.pending import PendingJournal
 from adapters.slack.listeners import Listeners
 from adapters.slack.outbox import retry_handlers
 from adapters.web import HealthDetails, healthz
+from core.storage import Journal
 
 logger = logging.getLogger(__name__)
 
@@ -39,11 +38,9 @@ class SlackConfig:
     signing_secret: str | None = None  # HTTP mode
     app_token: str | None = None  # Socket Mode, when set
     api_url: str | None = None  # another Web API (a fake, in tests)
-    journal_path: Path | None = None  # where accepted questions wait until answered (`run_slack`)
 
 
-def build_slack_app(config: SlackConfig, conversation: Conversation, *, journal: PendingJournal | None = None
-                    ) -> AsyncApp:
+def build_slack_app(config: SlackConfig, conversation: Conversation, *, journal: Journal | None = None) -> AsyncApp:
     """The bolt app with every listener registered; works for HTTP mode and Socket Mode alike.
 
     With a `journal`, each question is journaled until answered, and the questions a previous process accepted
@@ -79,25 +76,23 @@ def make_web_app(app: AsyncApp, *, extra_routes: Iterable[web.RouteDef] = (), he
 
 
 def run_slack(config: SlackConfig, conversation: Conversation, port: int = 3000, *,
-              extra_routes: Sequence[web.RouteDef] = (), health: HealthDetails | None = None) -> None:
+              extra_routes: Sequence[web.RouteDef] = (), health: HealthDetails | None = None,
+              journal: Journal | None = None) -> None:
     """Serve until SIGINT/SIGTERM: Socket Mode when an app token is configured, else HTTP mode on `port`.
 
-    Accepted questions are journaled at `config.journal_path`, so a killed process answers them on restart.
+    Accepted questions are kept in `journal` until answered, so a killed process (or, with a shared journal, another
+    replica) answers them.
     """
-    journal = PendingJournal(config.journal_path) if config.journal_path else None
     serving = serve_slack(config, conversation, port, extra_routes=extra_routes, health=health, journal=journal)
     try:
         asyncio.run(_until_terminated(serving))
     except KeyboardInterrupt:
         logger.info("Slack adapter stopped")
-    finally:
-        if journal is not None:
-            journal.close()
 
 
 async def serve_slack(config: SlackConfig, conversation: Conversation, port: int, *, host: str = "0.0.0.0",
                       extra_routes: Sequence[web.RouteDef] = (), health: HealthDetails | None = None,
-                      journal: PendingJournal | None = None) -> None:
+                      journal: Journal | None = None) -> None:
     """`run_slack` as a coroutine: serves until cancelled.
 
     In Socket Mode `/healthz` (and `extra_routes`) are still served on `port`, so container health checks
