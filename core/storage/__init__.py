@@ -94,15 +94,16 @@ def embedded_storage(data_dir: Path) -> Storage:
                    _close=close)
 
 
-def postgres_storage(url: str) -> Storage:
-    """Raises StorageUnavailable, naming the database, when it cannot be reached or migrated."""
-    from core.storage.postgres import (PostgresAudit, PostgresBuckets, PostgresClaims, PostgresConversations,
+def postgres_storage(url: str, *, lease_s: float | None = None) -> Storage:
+    """Raises StorageUnavailable, naming the database, when it cannot be reached or migrated. `lease_s`: how long
+    the questions of a replica that stopped wait before another takes them over (default `postgres.LEASE_S`)."""
+    from core.storage.postgres import (LEASE_S, PostgresAudit, PostgresBuckets, PostgresClaims, PostgresConversations,
                                        PostgresDatabase, PostgresJournal, PostgresShelves)
 
     db = PostgresDatabase(url)
     conversations = PostgresConversations(db)
     return Storage("postgres", db.where, PostgresAudit(db), PostgresClaims(db), conversations, conversations,
-                   PostgresShelves(db), PostgresBuckets(db), lambda name: PostgresJournal(db, name),
+                   PostgresShelves(db), PostgresBuckets(db), lambda name: PostgresJournal(db, name, lease_s=lease_s or LEASE_S),
                    _health=db.health, _close=db.close)
 
 
