@@ -8,10 +8,9 @@ what counts as a redelivery are decided here once, so that the platforms cannot 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
-import time
 import uuid
-from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -46,16 +45,16 @@ from adapters.intents import (
 )
 from adapters.plain import render_plain
 from core.library import DocumentRejected, Documents, NotAllowed, too_large
-from core.models import Asker, Stage, Turn
+from core.models import Asker, Stage
 from core.service import AnswerService, QuestionRejected
+from core.storage import DeliveryClaims, SentAnswers, ThreadMemory
+from core.storage.memory import Deliveries, MemorySentAnswers, MemoryThreads
 
 logger = logging.getLogger(__name__)
 
 # The core is synchronous and CPU-bound, so it runs on threads of its own: aiohttp resolves hostnames on the
 # loop's default executor, which a backlog of questions must not starve.
 CORE_THREADS = 4
-HISTORY_TURNS = 6  # earlier messages (questions and answers) remembered per thread, for platforms that keep none
-MAX_THREADS_REMEMBERED = 5000
 T = TypeVar("T")
 
 
@@ -101,49 +100,10 @@ def parse(text: str) -> Command:
     return AskQuestion(text.strip())
 
 
-class Deliveries:
-    """The one rule for redeliveries on every platform: a key (a message's, a file share's) seen in the last
-    `ttl_s` seconds is a duplicate. Platforms retry within minutes; the bound keeps memory flat."""
-
-    def __init__(self, ttl_s: float = 3600.0, max_keys: int = 50_000):
-        self._ttl_s = ttl_s
-        self._max_keys = max_keys
-        self._seen: OrderedDict[str, float] = OrderedDict()
-
-    def claim(self, *keys: str) -> bool:
-        """True for the first caller with any of `keys`; all of them count as seen afterwards."""
-        now = time.monotonic()
-        while self._seen and (len(self._seen) > self._max_keys or next(iter(self._seen.values())) < now - self._ttl_s):
-            self._seen.popitem(last=False)
-        first = not any(key in self._seen for key in keys)
-        for key in keys:
-            self._seen[key] = now
-            self._seen.move_to_end(key)
-        return first
-
-    def release(self, *keys: str) -> None:
-        """Forget `keys`, so that the platform's next delivery is taken (this one could not be accepted)."""
-        for key in keys:
-            self._seen.pop(key, None)
-
-
-class _Memory:
-    """The last few turns of each recent thread, for platforms that cannot read a thread back."""
-
-    def __init__(self, turns: int = HISTORY_TURNS, threads: int = MAX_THREADS_REMEMBERED):
-        self._turns = turns
-        self._threads_max = threads
-        self._threads: OrderedDict[str, deque[Turn]] = OrderedDict()
-
-    def history(self, key: str) -> tuple[Turn, ...]:
-        return tuple(self._threads.get(key, ()))
-
-    def remember(self, key: str, question: str, answer: str) -> None:
-        thread = self._threads.pop(key, None) or deque(maxlen=self._turns)
-        thread.extend((Turn("user", question), Turn("assistant", answer)))
-        self._threads[key] = thread
-        while len(self._threads) > self._threads_max:
-            self._threads.popitem(last=False)
+def request_id(delivery: str) -> str:
+    """The request id of the answer to a delivered message: the same on every delivery and every replica, so that an
+    answer made again (the replica that made it died before posting it) replaces the first in the audit trail."""
+    return hashlib.sha256(delivery.encode()).hexdigest()[:16]
 
 
 class _Stages:
@@ -174,13 +134,20 @@ class _Stages:
 
 class Conversation:
     """Turns messages into replies. Without `documents`, shared files and the document commands are answered that
-    uploads are not enabled."""
+    uploads are not enabled.
 
-    def __init__(self, service: AnswerService, documents: Documents | None = None, *, threads: int = CORE_THREADS):
+    What it keeps beyond one message comes from `core.storage` (in memory by default, which suits the terminal):
+    `deliveries` (the redelivery rule), `thread_memory` (for platforms that keep no history) and `sent_answers`
+    (the answer each sent message carries, for platforms whose feedback buttons report only the message)."""
+
+    def __init__(self, service: AnswerService, documents: Documents | None = None, *, threads: int = CORE_THREADS,
+                 deliveries: DeliveryClaims | None = None, thread_memory: ThreadMemory | None = None,
+                 sent_answers: SentAnswers | None = None):
         self._service = service
         self._documents = documents
-        self.deliveries = Deliveries()
-        self._memory = _Memory()
+        self.deliveries = deliveries or Deliveries()
+        self.sent_answers = sent_answers or MemorySentAnswers()
+        self._memory = thread_memory or MemoryThreads()
         self._core = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="gdpr-core")
 
     async def handle(self, message: Message, channel: Channel) -> None:
@@ -206,10 +173,14 @@ class Conversation:
         return await self._reply(Task.FEEDBACK, request_id, self._record_feedback(request_id, helpful, asker))
 
     async def _ask(self, message: Message, question: str, show: ShowProgress | None) -> Reply:
-        history = await message.history() if message.history else self._memory.history(message.key)
+        if message.history:
+            history = await message.history()
+        else:
+            history = await self._run(self._memory.history, message.key)
         stages = _Stages(show) if show is not None else None
         try:
             answer = await self._run(self._service.ask, question, history=tuple(history), asker=message.asker,
+                                     request_id=request_id(message.delivery) if message.delivery else None,
                                      progress=stages.report if stages else None)
         except QuestionRejected as exc:
             return Rejected(exc)
@@ -218,7 +189,7 @@ class Conversation:
                 await stages.shown()
         if message.history is None:
             # Remembered before it is sent, so that a follow-up arriving right after the answer already sees it.
-            self._memory.remember(message.key, question, render_plain(answer))
+            await self._run(self._memory.remember, message.key, question, render_plain(answer))
         return Declined(answer, message.private) if answer.abstained else Answered(answer, message.private)
 
     async def _record_feedback(self, request_id: str, helpful: bool, asker: Asker) -> Reply:
@@ -290,4 +261,4 @@ class Conversation:
 
 
 __all__ = ["AskQuestion", "Command", "Conversation", "Deliveries", "ForgetDocument", "ListDocuments", "ShowHelp",
-           "parse"]
+           "parse", "request_id"]

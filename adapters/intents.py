@@ -41,6 +41,7 @@ class Message:
     history: History | None = None  # the platform's own record of the thread's earlier turns
     attachments: tuple[Attachment, ...] = ()
     private: bool = False  # the answer is for the asker's eyes only (Slack's `/gdpr -p`)
+    delivery: str | None = None  # the platform's id of this message, the same on every redelivery of it
 
 
 async def no_history() -> tuple[Turn, ...]:

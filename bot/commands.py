@@ -13,6 +13,7 @@ from bot.wiring import Components, NotReady, slack_config, teams_config
 from core.abstain import ModelMismatch
 from core.embedding import ModelLoadError
 from core.models import Asker
+from core.storage import StorageUnavailable
 
 
 class UserError(Exception):
@@ -26,8 +27,12 @@ def dispatch(args: argparse.Namespace, settings: Settings) -> int:
             settings = with_overrides(settings, teams_host=args.host)
         if args.command != "audit":  # the export only reads
             _check_writable(settings.data_dir)
-        return handlers[args.command](args, Components(settings))
-    except (NotReady, ModelLoadError, ModelMismatch, SettingsError, FileNotFoundError) as exc:
+        components = Components(settings)
+        try:
+            return handlers[args.command](args, components)
+        finally:
+            components.close()
+    except (NotReady, ModelLoadError, ModelMismatch, SettingsError, FileNotFoundError, StorageUnavailable) as exc:
         raise UserError(str(exc)) from None
 
 
@@ -68,7 +73,11 @@ def run(args, components: Components) -> int:
     if settings.microsoft_app_id:
         # Credentials are set, so serving beyond loopback is allowed: a container's port is published.
         args.port = args.port or 3978
-        return teams(args, Components(with_overrides(settings, teams_host="0.0.0.0")))
+        remote = Components(with_overrides(settings, teams_host="0.0.0.0"))
+        try:
+            return teams(args, remote)
+        finally:
+            remote.close()
     if sys.stdin.isatty():
         return chat(args, components)
     components.prepare()
@@ -82,7 +91,7 @@ def slack(args, components: Components) -> int:
     config = slack_config(components.settings)
     components.prepare()
     run_slack(config, components.conversation, args.port, extra_routes=metrics_routes(components),
-              health=health_details(components))
+              health=health_details(components), journal=components.storage.journal("slack"))
     return 0
 
 
@@ -108,4 +117,7 @@ def index(args, components: Components) -> int:
 def audit(args, components: Components) -> int:
     from core.audit import export_command
 
-    return export_command(components.settings.audit_path, args.since, args.csv, sys.stdout)
+    settings = components.settings
+    if settings.database_url:
+        return export_command(lambda: components.storage.audit, args.since, args.csv, sys.stdout)
+    return export_command(settings.audit_path, args.since, args.csv, sys.stdout)

@@ -8,6 +8,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from adapters.addresses import is_loopback
+from core.storage import POSTGRES_SCHEMES
 from corpus.documents import DEFAULT_MAX_CHARS, DEFAULT_MAX_PASSAGES, DEFAULT_PARSE_MEMORY_MB, DEFAULT_PARSE_TIMEOUT_S
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -30,6 +31,8 @@ class Settings(BaseSettings):
     reranker_model: str | None = Field(default=None, alias="GDPRBOT_RERANKER_MODEL")
     chroma_host: str | None = Field(default=None, alias="CHROMA_HOST")
     chroma_port: int = Field(default=8000, alias="CHROMA_PORT", ge=1, le=65535)
+    # Unset: the embedded files under the data dir. Set: all state in this database, shared by every replica.
+    database_url: str | None = Field(default=None, alias="DATABASE_URL", description="postgresql://user:pw@host/db")
 
     groq_api_key: str | None = Field(default=None, alias="GROQ_API_KEY")
     groq_model: str = Field(default="llama-3.3-70b-versatile", alias="GROQ_MODEL")
@@ -69,12 +72,20 @@ class Settings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(default="WARNING", alias="GDPRBOT_LOG_LEVEL")
     log_json: bool = Field(default=False, alias="GDPRBOT_LOG_JSON", description="one JSON object per log line")
 
-    @field_validator("chroma_host", "groq_api_key", "slack_bot_token", "slack_app_token", "slack_signing_secret",
+    @field_validator("chroma_host", "database_url", "groq_api_key", "slack_bot_token", "slack_app_token", "slack_signing_secret",
                      "slack_api_url", "microsoft_app_id", "microsoft_app_password", "microsoft_app_tenant_id",
                      "reranker_model", "groq_base_url", mode="before")
     @classmethod
     def _empty_is_unset(cls, value):
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("database_url")
+    @classmethod
+    def _postgres_only(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(POSTGRES_SCHEMES):
+            raise ValueError(f"must start with {' or '.join(POSTGRES_SCHEMES)} (unset: the embedded files in the "
+                             "data dir)")
+        return value
 
     @model_validator(mode="after")
     def _consistent(self) -> Settings:

@@ -16,7 +16,7 @@ from core.dense import REGULATION_KINDS, Entry, VectorCollection, fingerprint, o
 from core.embedding import Embedder
 from core.documents import DocumentLibrary
 from core.extractive import ExtractiveGenerator
-from core.fair_use import FairUse
+from core.fair_use import FairUse, SharedFairUse
 from core.lexical import LexicalIndexes
 from core.library import Documents
 from core.llm import GroqGenerator, chat_groq
@@ -25,6 +25,7 @@ from core.models import Mode
 from core.provisions import ProvisionStore
 from core.rerank import CrossEncoderReranker, FusedOrder, Reranker
 from core.retrieval import RetrievalConfig, Retriever
+from core.storage import Storage, open_storage
 from core.verify import Verifier
 from corpus import LANGUAGES, is_current
 from corpus.guide import Guides
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 REGULATION_COLLECTION = "gdpr-regulation-en"
-PENDING_JOURNAL_NAME = "slack_pending.sqlite3"
+AUDIT_SPOOL_NAME = "audit-spool.jsonl"
 
 
 class NotReady(Exception):
@@ -77,7 +78,7 @@ def slack_config(settings: Settings) -> SlackConfig:
         raise SettingsError("Missing setting SLACK_BOT_TOKEN: the bot token (xoxb-…) is required for Slack")
     return SlackConfig(bot_token=settings.slack_bot_token, signing_secret=settings.slack_signing_secret,
                        app_token=settings.slack_app_token, api_url=settings.slack_api_url,
-                       journal_path=settings.data_dir / PENDING_JOURNAL_NAME, streaming=bool(settings.groq_api_key))
+                       streaming=bool(settings.groq_api_key))
 
 
 def teams_config(settings: Settings) -> TeamsConfig:
@@ -165,14 +166,29 @@ class Components:
         return self.lexical_indexes()
 
     @cached_property
+    def storage(self) -> Storage:
+        """The embedded files under the data dir, or the database of DATABASE_URL (raises StorageUnavailable)."""
+        return open_storage(self.settings.data_dir, self.settings.database_url)
+
+    @cached_property
     def metrics(self) -> Metrics:
         metrics = Metrics()
         metrics.set_index_info(self.corpus_version, self.embedder.model_id)
+        metrics.watch_health({"audit": lambda: self.audit.health(), "storage": lambda: self.storage.health()})
         return metrics
 
     @cached_property
     def audit(self) -> AuditLog:
-        return AuditLog(self.settings.audit_path, on_failure=self.metrics.observe_audit_write_failure)
+        """Spooled, where the store cannot take a row, on this machine's disk (each replica has its own)."""
+        return AuditLog(self.storage.audit, spool_path=self.settings.data_dir / AUDIT_SPOOL_NAME,
+                        on_failure=self.metrics.observe_audit_write_failure)
+
+    def close(self) -> None:
+        """Stop what was started: the audit trail replays what it can, journals and the database close."""
+        if "audit" in self.__dict__:
+            self.audit.close()
+        if "storage" in self.__dict__:
+            self.storage.close()
 
     @cached_property
     def extractive(self) -> ExtractiveGenerator:
@@ -207,7 +223,9 @@ class Components:
     def service(self) -> Assistant:
         """For the shared chat platforms: fair-use limits per user and workspace."""
         s = self.settings
-        fair_use = FairUse(s.user_rate_per_min, s.user_burst, s.workspace_rate_per_min, s.workspace_burst)
+        limits = (s.user_rate_per_min, s.user_burst, s.workspace_rate_per_min, s.workspace_burst)
+        buckets = self.storage.buckets
+        fair_use = SharedFairUse(buckets, *limits) if buckets is not None else FairUse(*limits)
         return self.assistant(audit=self.audit, fair_use=fair_use, metrics=self.metrics, documents=self.documents)
 
     @cached_property
@@ -217,8 +235,11 @@ class Components:
 
     @cached_property
     def conversation(self) -> Conversation:
-        """Slack and Teams: questions with fair use, and the workspace's documents."""
-        return Conversation(self.service, self.documents)
+        """Slack and Teams: questions with fair use, and the workspace's documents; redeliveries, threads and sent
+        answers kept in the storage (shared by every replica on Postgres)."""
+        storage = self.storage
+        return Conversation(self.service, self.documents, deliveries=storage.deliveries, thread_memory=storage.threads,
+                            sent_answers=storage.sent_answers)
 
     @cached_property
     def operator_conversation(self) -> Conversation:
@@ -228,7 +249,7 @@ class Components:
     @cached_property
     def documents(self) -> Documents:
         s = self.settings
-        library = DocumentLibrary(self.chroma, self.embedder, s.data_dir / "documents")
+        library = DocumentLibrary(self.chroma, self.embedder, self.storage.shelves)
         return Documents(library, s.admin_ids, max_bytes=int(s.max_upload_mb * 1024 * 1024),
                          max_pages=s.max_upload_pages, max_chars=s.max_upload_chars,
                          max_passages=s.max_upload_passages, parse_timeout_s=s.upload_parse_timeout_s,

@@ -80,7 +80,7 @@ class Assistant:
         self.k = k
 
     def ask(self, question: str, *, history: Sequence[Turn] = (), asker: Asker = Asker(),
-            progress: Progress | None = None) -> Answer:
+            request_id: str | None = None, progress: Progress | None = None) -> Answer:
         started = time.perf_counter()
         question = question.strip()
         if not question:
@@ -95,7 +95,8 @@ class Assistant:
                     self.metrics.observe_rate_limited(asker.platform)
                 raise
         try:
-            answer = self._answer(question, history, asker, uuid.uuid4().hex[:16], progress or _unobserved)
+            answer = self._answer(question, history, asker, request_id or uuid.uuid4().hex[:16],
+                                  progress or _unobserved)
         except Exception:
             if self.metrics is not None:
                 self.metrics.observe_error(asker.platform)

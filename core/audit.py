@@ -1,74 +1,38 @@
-"""The audit trail: one SQLite row per answered question and per 👍/👎, for whoever must account for the bot.
+"""The audit trail: one row per answered question and per 👍/👎, for whoever must account for the bot.
 
-Writes happen on the answering thread, one INSERT per record in autocommit mode, so a row is
-committed (and survives a killed process) before `record_*` returns. Auditing must never cost the
-user their answer: every failure is logged and counted instead of raised, and a short busy timeout
-bounds how long a locked database can hold an answer back.
+Auditing must never cost the user their answer, and no row may be lost without anyone knowing. A row is written
+on the answering thread, committed before `record_*` returns; a store that is locked or down gets a bounded retry
+(SQLite's busy timeout, then a short backoff), and what still fails goes to a local spool file that a background
+thread replays into the store in order once it can be written again. While anything waits in the spool the trail
+reports itself degraded (`health()`, shown on /healthz and /metrics), and new rows queue behind the spooled ones
+without waiting on the store. Only a row that could not even be spooled is lost, and it is counted and logged.
 """
 from __future__ import annotations
 
 import csv as csv_module
+import fcntl
 import json
 import logging
+import os
 import sqlite3
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
 from core.models import Answer, Asker
+from core.storage.base import AnswerRow, AuditStore, FeedbackRow, StorageUnavailable
+from core.storage.embedded import EXPORT_COLUMNS, SqliteAudit
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS answers (
-    id INTEGER PRIMARY KEY,
-    request_id TEXT NOT NULL,
-    time TEXT NOT NULL,
-    platform TEXT NOT NULL,
-    workspace TEXT,
-    channel TEXT,
-    user_id TEXT,
-    question TEXT NOT NULL,
-    retrieved TEXT NOT NULL,
-    citations TEXT NOT NULL,
-    abstained INTEGER NOT NULL,
-    mode TEXT NOT NULL,
-    latency_ms REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS answers_time ON answers (time);
-CREATE INDEX IF NOT EXISTS answers_request ON answers (request_id);
-CREATE TABLE IF NOT EXISTS feedback (
-    id INTEGER PRIMARY KEY,
-    request_id TEXT NOT NULL,
-    time TEXT NOT NULL,
-    platform TEXT NOT NULL,
-    workspace TEXT,
-    user_id TEXT,
-    helpful INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS feedback_request ON feedback (request_id);
-"""
-_INSERT_ANSWER = (
-    "INSERT INTO answers (request_id, time, platform, workspace, channel, user_id, question, retrieved, citations,"
-    " abstained, mode, latency_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-_INSERT_FEEDBACK = (
-    "INSERT INTO feedback (request_id, time, platform, workspace, user_id, helpful) VALUES (?, ?, ?, ?, ?, ?)"
-)
-# Newest feedback wins: a user may change their mind from 👎 to 👍.
-_EXPORT = """
-SELECT a.request_id, a.time, a.platform, a.workspace, a.channel, a.user_id, a.question, a.retrieved,
-       a.citations, a.abstained, a.mode, a.latency_ms,
-       (SELECT f.helpful FROM feedback f WHERE f.request_id = a.request_id ORDER BY f.id DESC LIMIT 1)
-FROM answers a WHERE a.time >= ? ORDER BY a.time, a.id
-"""
-COLUMNS = ("request_id", "time", "platform", "workspace", "channel", "user", "question", "retrieved",
-           "citations", "abstained", "mode", "latency_ms", "feedback")
+COLUMNS = EXPORT_COLUMNS
+SPOOL_SUFFIX = "-spool.jsonl"
+RETRY_WAITS_S = (0.05, 0.15)  # between the attempts after the first one
+REPLAY_INTERVAL_S = 5.0
 # Cells starting with these run as formulas when a spreadsheet opens the CSV, and questions are user input.
 _FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
@@ -77,126 +41,240 @@ def _utc_now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def _timestamp(moment: datetime) -> str:
-    """Fixed-width UTC ISO time, so that string order in SQL is time order."""
-    return moment.astimezone(timezone.utc).isoformat(timespec="microseconds")
+class _Spool:
+    """Rows waiting for the store: a JSON-lines file, locked while appended to or drained so that several processes
+    on one data dir share it safely; in memory when even the file cannot be written."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._memory: list[dict] = []
+        self._lock = threading.Lock()
+        self.pending = self._count()
+        self.answer_ids: set[str] = set()
+
+    def append(self, entry: dict) -> bool:
+        """False when the entry could only be kept in memory (lost if the process stops)."""
+        line = json.dumps(entry, ensure_ascii=False) + "\n"
+        with self._lock:
+            self.pending += 1
+            if entry["kind"] == "answer":
+                self.answer_ids.add(entry["row"]["request_id"])
+            try:
+                with open(self.path, "a", encoding="utf-8") as out:
+                    fcntl.flock(out, fcntl.LOCK_EX)
+                    out.write(line)
+                    out.flush()
+                    os.fsync(out.fileno())
+                return True
+            except OSError as exc:
+                log.error("audit spool %s cannot be written (%s); the row is kept in memory only", self.path, exc)
+                self._memory.append(entry)
+                return False
+
+    def drain(self, apply: Callable[[dict], None]) -> int:
+        """Apply the entries in order until one fails; the rest stay. Returns how many were applied."""
+        with self._lock:
+            applied = self._drain_memory(apply)
+            if len(self._memory):
+                return applied
+            try:
+                applied += self._drain_file(apply)
+            except FileNotFoundError:
+                pass
+            self.pending = self._count() + len(self._memory)
+            if not self.pending:
+                self.answer_ids.clear()
+            return applied
+
+    def _drain_memory(self, apply: Callable[[dict], None]) -> int:
+        applied = 0
+        while self._memory:
+            try:
+                apply(self._memory[0])
+            except StorageUnavailable:
+                break
+            self._memory.pop(0)
+            applied += 1
+        return applied
+
+    def _drain_file(self, apply: Callable[[dict], None]) -> int:
+        with open(self.path, "r+", encoding="utf-8") as spool:
+            fcntl.flock(spool, fcntl.LOCK_EX)
+            lines = spool.read().splitlines()
+            applied, rest = 0, []
+            for n, line in enumerate(lines):
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    log.error("Dropping an unreadable line of the audit spool %s: %r", self.path, line[:200])
+                    continue
+                try:
+                    apply(entry)
+                except StorageUnavailable:
+                    rest = lines[n:]
+                    break
+                applied += 1
+            spool.seek(0)
+            spool.truncate()
+            spool.write("".join(f"{line}\n" for line in rest))
+            spool.flush()
+            os.fsync(spool.fileno())
+            return applied
+
+    def _count(self) -> int:
+        try:
+            with open(self.path, encoding="utf-8") as spool:
+                return sum(1 for line in spool if line.strip())
+        except OSError:
+            return 0
 
 
 class AuditLog:
-    def __init__(self, path: Path, *, busy_timeout_s: float = 1.0,
-                 clock: Callable[[], datetime] = _utc_now, on_failure: Callable[[], None] | None = None):
-        """`clock` returns aware datetimes; `on_failure` is called once per failed write (e.g. a metrics counter)."""
-        self.path = Path(path)
-        self.busy_timeout_s = busy_timeout_s
+    def __init__(self, store: AuditStore | Path, *, spool_path: Path | None = None, busy_timeout_s: float = 1.0,
+                 clock: Callable[[], datetime] = _utc_now, on_failure: Callable[[], None] | None = None,
+                 retry_waits_s: tuple[float, ...] = RETRY_WAITS_S, replay_interval_s: float = REPLAY_INTERVAL_S):
+        """`store`: an AuditStore, or the path of an SQLite trail (opened with `busy_timeout_s`). `spool_path`: by
+        default `audit-spool.jsonl` beside a path, else in the working directory. `clock` returns aware datetimes;
+        `on_failure` is called once per row the store did not take at once (e.g. a metrics counter)."""
+        if isinstance(store, (str, Path)):
+            spool_path = spool_path or Path(store).with_name(Path(store).stem + SPOOL_SUFFIX)
+            store = SqliteAudit(Path(store), busy_timeout_s=busy_timeout_s)
+        self.store = store
+        self.path = getattr(store, "path", None)
         self.clock = clock
         self.on_failure = on_failure
-        self.failed_writes = 0
+        self.retry_waits_s = retry_waits_s
+        self.replay_interval_s = replay_interval_s
+        self.failed_writes = 0  # rows the store did not take at once: spooled, or lost
+        self.lost_rows = 0  # rows not even the spool could keep
+        self._last_error: str | None = None
+        self._spool = _Spool(Path(spool_path or Path("audit" + SPOOL_SUFFIX)))
         self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = None
-        self._closed = False
-        try:
-            self._connection()
-        except Exception as exc:
-            log.error("audit trail at %s cannot be opened (%s); answers are not audited until it can", self.path, exc)
+        self._closed = threading.Event()
+        self._replayer: threading.Thread | None = None
+        if self._spool.pending:
+            log.warning("%d audit rows wait in %s from an earlier run; replaying them", self._spool.pending,
+                        self._spool.path)
+            self._start_replayer()
 
     def record_answer(self, answer: Answer, asker: Asker, latency_ms: float) -> None:
-        self._write(_INSERT_ANSWER, lambda: self._answer_row(answer, asker, latency_ms), answer.request_id)
+        """`answer.request_id` names the row: an answer with the id of a stored one replaces it."""
+        self._record(lambda: {"kind": "answer", "row": self._answer_row(answer, asker, latency_ms).to_json()},
+                     answer.request_id)
 
     def record_feedback(self, request_id: str, helpful: bool, asker: Asker) -> bool:
         """Record a 👍/👎 for an answer in the trail; False (nothing recorded) when no answer has that id."""
         try:
-            with self._lock:
-                known = self._connection().execute(
-                    "SELECT 1 FROM answers WHERE request_id = ? LIMIT 1", (request_id,)).fetchone() is not None
-        except Exception as exc:
-            log.error("audit read failed: %s", exc, extra={"request_id": request_id, "audit_path": str(self.path)})
+            known = request_id in self._spool.answer_ids or self.store.has_answer(request_id)
+        except StorageUnavailable as exc:
+            log.error("audit read failed: %s", exc, extra={"request_id": request_id, "audit_path": self.store.where})
             known = True  # unknown either way: keep the feedback rather than lose it
         if not known:
             log.warning("feedback for an unknown answer %s not recorded", request_id)
             return False
-        self._write(_INSERT_FEEDBACK, lambda: self._feedback_row(request_id, helpful, asker), request_id)
+        self._record(lambda: {"kind": "feedback", "row": self._feedback_row(request_id, helpful, asker).to_json()},
+                     request_id)
         return True
 
     def count_answers(self) -> int:
-        with self._lock:
-            return self._connection().execute("SELECT count(*) FROM answers").fetchone()[0]
+        return self.store.count_answers()
 
     def export(self, since: datetime | None = None) -> Iterator[dict[str, Any]]:
-        return export(self.path, since)
+        return self.store.export(since)
+
+    def replay(self) -> int:
+        """Write what waits in the spool, in order, until the store refuses; returns how many rows were written."""
+        written = self._spool.drain(lambda entry: self._apply(entry, replace=False))
+        if written:
+            log.warning("replayed %d audit rows from %s; %d still wait", written, self._spool.path, self._spool.pending)
+        if not self._spool.pending:
+            self._last_error = None
+        return written
+
+    def health(self) -> dict:
+        """`ok` False while rows wait in the spool or any was lost since the start."""
+        spooled = self._spool.pending
+        return {"ok": not spooled and not self.lost_rows, "where": self.store.where, "spooled": spooled,
+                "lost": self.lost_rows, "failed_writes": self.failed_writes, "last_error": self._last_error}
 
     def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+        self._closed.set()
+        if self._replayer is not None:
+            self._replayer.join(timeout=self.replay_interval_s + 5)
+        if self._spool.pending:
+            self.replay()  # a last try, so that a clean stop leaves nothing behind when the store is back
+        self.store.close()
 
-    def _answer_row(self, answer: Answer, asker: Asker, latency_ms: float) -> tuple:
+    def _answer_row(self, answer: Answer, asker: Asker, latency_ms: float) -> AnswerRow:
         retrieved = [{"id": p.source_id, "label": p.label, "score": round(p.score, 4)} for p in answer.retrieved]
         citations = [{"label": c.label, "quote": c.quote, "url": c.url, "kind": c.kind} for c in answer.citations]
-        return (answer.request_id, _timestamp(self.clock()), asker.platform, asker.workspace, asker.channel,
-                asker.user, answer.question, json.dumps(retrieved, ensure_ascii=False),
-                json.dumps(citations, ensure_ascii=False), int(answer.abstained), answer.mode.value, float(latency_ms))
+        return AnswerRow(answer.request_id, self.clock(), asker.platform, asker.workspace, asker.channel, asker.user,
+                         answer.question, retrieved, citations, answer.abstained, answer.mode.value, float(latency_ms))
 
-    def _feedback_row(self, request_id: str, helpful: bool, asker: Asker) -> tuple:
-        return request_id, _timestamp(self.clock()), asker.platform, asker.workspace, asker.user, int(helpful)
+    def _feedback_row(self, request_id: str, helpful: bool, asker: Asker) -> FeedbackRow:
+        return FeedbackRow(request_id, self.clock(), asker.platform, asker.workspace, asker.user, helpful)
 
-    def _write(self, sql: str, row: Callable[[], tuple], request_id: str) -> None:
-        # Anything may go wrong here (disk full, locked, unwritable path, closed log, odd data); none of it may
-        # reach the user. The row is built inside the guard for that reason.
+    def _apply(self, entry: dict, *, replace: bool) -> None:
+        if entry["kind"] == "answer":
+            self.store.write_answer(AnswerRow.from_json(entry["row"]), replace=replace)
+        else:
+            self.store.write_feedback(FeedbackRow.from_json(entry["row"]))
+
+    def _record(self, entry: Callable[[], dict], request_id: str) -> None:
+        # Anything may go wrong here (disk full, locked, unreachable database, odd data); none of it may reach the
+        # user. The row is built inside the guard for that reason.
         try:
-            with self._lock:
-                self._connection().execute(sql, row())
-        except Exception as exc:
-            log.error("audit write failed: %s", exc, extra={"request_id": request_id, "audit_path": str(self.path)})
-            with self._lock:
-                self.failed_writes += 1
-            if self.on_failure is not None:
-                self.on_failure()
+            built = entry()
+        except Exception:
+            log.exception("audit row could not be built: lost", extra={"request_id": request_id})
+            self._count_failure(lost=True)
+            return
+        if self._closed.is_set():
+            self._spool_entry(built, request_id, "the audit log is closed")
+            return
+        if self._spool.pending:  # degraded: queue behind the spooled rows, without waiting on the store
+            self._spool_entry(built, request_id, self._last_error or "rows wait in the spool")
+            return
+        for wait_s in (*self.retry_waits_s, None):
+            try:
+                self._apply(built, replace=True)
+                return
+            except StorageUnavailable as exc:
+                error = str(exc)
+            if wait_s is not None:
+                time.sleep(wait_s)
+        self._spool_entry(built, request_id, error)
 
-    def _connection(self) -> sqlite3.Connection:
-        """The open connection; opened (again) here after a failed open, so a fixed disk or path heals the log."""
-        if self._closed:
-            raise sqlite3.ProgrammingError("the audit log is closed")
-        if self._conn is None:
-            self._conn = _open(self.path, self.busy_timeout_s)
-        return self._conn
+    def _spool_entry(self, entry: dict, request_id: str, error: str) -> None:
+        self._last_error = error
+        kept = self._spool.append(entry)
+        log.error("audit write failed (%s): the row is spooled in %s%s", error, self._spool.path,
+                  "" if kept else " (in memory only: lost if the process stops)",
+                  extra={"request_id": request_id, "audit_path": self.store.where})
+        self._count_failure(lost=False)
+        self._start_replayer()
 
+    def _count_failure(self, *, lost: bool) -> None:
+        with self._lock:
+            self.failed_writes += 1
+            self.lost_rows += lost
+        if self.on_failure is not None:
+            self.on_failure()
 
-def _open(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
-    # Autocommit: each INSERT is its own transaction, committed before execute() returns.
-    # `timeout` is SQLite's busy_timeout: how long a write waits on another process's lock before failing.
-    conn = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
-    try:
-        conn.execute("PRAGMA journal_mode = WAL")
-        # FULL: a row reported committed survives power loss too, not only a killed process.
-        conn.execute("PRAGMA synchronous = FULL")
-        conn.executescript(_SCHEMA)
-        conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-    except BaseException:
-        conn.close()
-        raise
-    return conn
+    def _start_replayer(self) -> None:
+        with self._lock:
+            if self._replayer is not None or self._closed.is_set():
+                return
+            self._replayer = threading.Thread(target=self._replay_until_closed, name="gdpr-audit-replay", daemon=True)
+            self._replayer.start()
 
-
-def export(path: Path, since: datetime | None = None) -> Iterator[dict[str, Any]]:
-    """Answers from `since` (naive: UTC) in time order, each with its latest feedback ("up", "down" or None).
-
-    Reads alongside a running bot: WAL readers neither wait for the writer nor hold it up."""
-    # Read-only: exporting must not create a database or need write access to it.
-    conn = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True)
-    try:
-        lower = _timestamp(since if since.tzinfo else since.replace(tzinfo=timezone.utc)) if since else ""
-        for row in conn.execute(_EXPORT, (lower,)):
-            *fields, helpful = row
-            record = dict(zip(COLUMNS, fields))
-            record["retrieved"] = json.loads(record["retrieved"])
-            record["citations"] = json.loads(record["citations"])
-            record["abstained"] = bool(record["abstained"])
-            record["feedback"] = None if helpful is None else ("up" if helpful else "down")
-            yield record
-    finally:
-        conn.close()
+    def _replay_until_closed(self) -> None:
+        while not self._closed.wait(self.replay_interval_s):
+            if self._spool.pending:
+                try:
+                    self.replay()
+                except Exception:
+                    log.exception("replaying the audit spool %s failed", self._spool.path)
 
 
 def write_jsonl(rows: Iterable[dict[str, Any]], stream: TextIO) -> None:
@@ -221,20 +299,25 @@ def _csv_cell(value: Any) -> Any:
     return value
 
 
-def export_command(path: Path, since: str | None, csv: bool, out: TextIO) -> int:
-    """`python -m bot audit [--since …] [--csv]`: the audit trail to `out`; errors as one line on stderr."""
+def export_command(trail: Path | Callable[[], AuditStore], since: str | None, csv: bool, out: TextIO) -> int:
+    """`python -m bot audit [--since …] [--csv]`: the audit trail (an SQLite file, or a store opened by `trail`) to
+    `out`; errors as one line on stderr."""
     try:
         lower = datetime.fromisoformat(since) if since else None
     except ValueError:
         print(f"error: --since {since!r} is not an ISO date or time (e.g. 2026-11-01 or 2026-11-01T09:30)",
               file=sys.stderr)
         return 2
-    if not Path(path).is_file():
-        print(f"error: no audit trail at {path}", file=sys.stderr)
+    if isinstance(trail, (str, Path)) and not Path(trail).is_file():
+        print(f"error: no audit trail at {trail}", file=sys.stderr)
         return 2
+    from core.storage.embedded import export_sqlite
+
     try:
-        (write_csv if csv else write_jsonl)(export(path, lower), out)
-    except sqlite3.Error as exc:
-        print(f"error: cannot read the audit trail at {path}: {exc}", file=sys.stderr)
+        rows = export_sqlite(Path(trail), lower) if isinstance(trail, (str, Path)) else trail().export(lower)
+        (write_csv if csv else write_jsonl)(rows, out)
+    except (sqlite3.Error, StorageUnavailable) as exc:
+        where = trail if isinstance(trail, (str, Path)) else "the database"
+        print(f"error: cannot read the audit trail at {where}: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -1,22 +1,21 @@
 """A workspace's uploaded documents: stored, listed, forgotten and searched, never seen by other workspaces.
 
-Each workspace has its own Chroma collection (the vectors) and its own JSON state file (the chunks
-and their metadata). The state file is the record of what exists: BM25 and `list` are built from it,
-and Chroma vectors it does not name are ignored and cleared away, so a crash between the two stores
-never shows a half-added or half-forgotten document.
+Each workspace has its own Chroma collection (the vectors) and its own shelf (`core.storage`: the records,
+chunks and their languages, in a JSON state file or in Postgres). The shelf is the record of what exists:
+BM25 and `list` are built from it, and Chroma vectors it does not name are ignored and cleared away, so a
+crash between the two stores never shows a half-added or half-forgotten document. A shared shelf (Postgres)
+carries a version that every search compares, so an upload through one replica is searched by all of them
+from their next question on.
 
 A document is identified by its file name (case-insensitively, as users refer to it) and by its
 content: uploading a file with the name or the SHA-256 of a stored one replaces that one.
 """
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import tempfile
 import threading
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from functools import cached_property
@@ -31,6 +30,8 @@ from core.language import detect_language
 from core.lexical import LexicalIndex
 from core.models import Passage
 from core.retrieval import zscore
+from core.storage.base import LibraryShelves, workspace_name
+from core.storage.embedded import FileShelves
 from corpus.documents import DocumentChunk, IngestedDocument
 
 _KIND = "document"
@@ -39,6 +40,9 @@ _DENSE_DEPTH = 100
 _DENSE_WEIGHT = 1.0
 _WORDS_WEIGHT = 1.0
 _GRAMS_WEIGHT = 0.35
+# On a shared shelf, vectors that no committed document names are cleared only once they are this old: younger
+# ones may belong to an upload another replica is still embedding.
+SHARED_UNCOMMITTED_GRACE_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,7 @@ class _Shelf:
     holding it sees one consistent state."""
 
     documents: tuple[_Document, ...]
+    version: int
     lexical: dict[str, LexicalIndex] = field(default_factory=dict)  # by query language, built on first use
 
     @cached_property
@@ -117,11 +122,12 @@ def _label(filename: str, chunk: DocumentChunk) -> str:
 
 
 class DocumentLibrary:
-    def __init__(self, client: chromadb.ClientAPI, embedder: Embedder, state_dir: Path):
+    def __init__(self, client: chromadb.ClientAPI, embedder: Embedder, shelves: LibraryShelves | Path):
+        """`shelves`: where the documents are recorded; a directory is the embedded default (a JSON file per
+        workspace)."""
         self._client = client
         self._embedder = embedder
-        self._state_dir = Path(state_dir)
-        self._state_dir.mkdir(parents=True, exist_ok=True)
+        self._store = FileShelves(Path(shelves)) if isinstance(shelves, (str, Path)) else shelves
         self._shelves: dict[str, _Shelf] = {}
         self._collections: dict[str, VectorCollection] = {}
         self._lock = threading.Lock()
@@ -136,18 +142,18 @@ class DocumentLibrary:
         )
         stored = _Document(record, uuid.uuid4().hex, tuple(_StoredChunk(c, detect_language(c.text, default=""))
                                                            for c in doc.chunks))
-        with self._lock:
-            collection = self._collection(workspace)
-        # Embedding is the slow part: done outside the lock, under a generation no one else uses.
+
+        def with_upload(documents: tuple[_Document, ...]) -> tuple[_Document, ...]:
+            kept = tuple(d for d in documents if not _replaces(doc, d.record))
+            if any(d.record.upload_id == record.upload_id for d in kept):
+                raise ValueError(f"upload id {record.upload_id!r} is already used by another document")
+            return (*kept, stored)
+
+        collection = self._collection(workspace, self._shelf(workspace).documents)
+        # Embedding is the slow part: done before the commit, under a generation no one else uses.
         try:
-            collection.add(_entries(stored, self._embedder), extra={"generation": stored.generation})
-            with self._lock:
-                documents = self._shelf(workspace).documents
-                replaced = [d for d in documents if _replaces(doc, d.record)]
-                kept = tuple(d for d in documents if not _replaces(doc, d.record))
-                if any(d.record.upload_id == record.upload_id for d in kept):
-                    raise ValueError(f"upload id {record.upload_id!r} is already used by another document")
-                self._commit(workspace, (*kept, stored))
+            collection.add(_entries(stored, self._embedder), extra=_vector_metadata(stored))
+            replaced = self._commit(workspace, with_upload)
         except BaseException:
             collection.delete({"generation": stored.generation})
             raise
@@ -156,33 +162,32 @@ class DocumentLibrary:
         return record
 
     def list(self, workspace: str) -> list[DocumentRecord]:
-        with self._lock:
-            return [d.record for d in self._shelf(workspace).documents]
+        return [d.record for d in self._shelf(workspace).documents]
 
     def forget(self, workspace: str, filename: str) -> DocumentRecord | None:
         """Remove the document of that name (case-insensitively); None if there is none."""
-        with self._lock:
-            documents = self._shelf(workspace).documents
-            gone = next((d for d in documents if _same_name(d.record.filename, filename)), None)
-            if gone is None:
-                return None
-            self._commit(workspace, tuple(d for d in documents if d is not gone))
-            collection = self._collection(workspace)
-        collection.delete({"generation": gone.generation})
-        return gone.record
+        shelf = self._shelf(workspace)
+        if not any(_same_name(d.record.filename, filename) for d in shelf.documents):
+            return None
+        removed = self._commit(workspace, lambda documents: tuple(
+            d for d in documents if not _same_name(d.record.filename, filename)))
+        collection = self._collection(workspace, shelf.documents)
+        for gone in removed:
+            collection.delete({"generation": gone.generation})
+        return removed[0].record if removed else None  # none: another replica removed it meanwhile
 
     def search(self, workspace: str, query: str, k: int = 5, min_similarity: float = -1.0) -> list[Passage]:
         """The workspace's best `k` chunks for `query`: cosine similarity and BM25 (words stemmed in the
         query's language, and character n-grams for any other), fused by z-score sum. Chunks whose
         cosine similarity to the query is below `min_similarity` are left out: z-scores rank, but only
         an absolute similarity says whether a chunk is about the question at all."""
+        shelf = self._shelf(workspace)
+        if not shelf.documents:
+            return []
+        lang = detect_language(query)
         with self._lock:
-            shelf = self._shelf(workspace)
-            if not shelf.documents:
-                return []
-            lang = detect_language(query)
             lexical = self._lexical(shelf, lang)
-            collection = self._collection(workspace)
+        collection = self._collection(workspace, shelf.documents)
         rows = shelf.rows
         hits = collection.search(self._embedder.embed_one(query), _DENSE_DEPTH).get(_KIND, {})
         floor = min(hits.values(), default=0.0)
@@ -200,65 +205,72 @@ class DocumentLibrary:
             ))
         return passages
 
-    # The helpers below run under self._lock.
-
-    def _state_path(self, workspace: str) -> Path:
-        return self._state_dir / f"{self._name(workspace)}.json"
-
-    @staticmethod
-    def _name(workspace: str) -> str:
-        """Chroma collection and state file name: workspace ids may hold any character."""
-        return "documents-" + hashlib.sha256(workspace.encode()).hexdigest()[:32]
-
     def _shelf(self, workspace: str) -> _Shelf:
-        shelf = self._shelves.get(workspace)
-        if shelf is None:
-            path = self._state_path(workspace)
-            documents: tuple[_Document, ...] = ()
-            if path.is_file():
-                documents = tuple(_Document.from_json(d) for d in json.loads(path.read_text("utf-8"))["documents"])
-            shelf = self._shelves[workspace] = _Shelf(documents)
-        return shelf
+        """The workspace's documents as last committed by anyone: reloaded when the shelf's version moved."""
+        version = self._store.version(workspace)
+        with self._lock:
+            shelf = self._shelves.get(workspace)
+            if shelf is not None and shelf.version == version:
+                return shelf
+        version, documents = self._store.load(workspace)
+        loaded = _Shelf(tuple(_Document.from_json(d) for d in documents), version)
+        with self._lock:
+            current = self._shelves.get(workspace)
+            if current is None or current.version < version:
+                self._shelves[workspace] = current = loaded
+            return current
 
-    def _commit(self, workspace: str, documents: Sequence[_Document]) -> None:
-        """Write the state file atomically (a crash leaves the old or the new one), then publish it."""
-        path = self._state_path(workspace)
-        payload = {"workspace": workspace, "documents": [d.to_json() for d in documents]}
-        fd, tmp = tempfile.mkstemp(dir=self._state_dir, prefix=path.stem, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                json.dump(payload, out, ensure_ascii=False)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        self._shelves[workspace] = _Shelf(tuple(documents))
+    def _commit(self, workspace: str, change: Callable[[tuple[_Document, ...]], tuple[_Document, ...]]
+                ) -> list[_Document]:
+        """Apply `change` to the workspace's latest documents, atomically, and publish the result; returns the
+        documents it removed."""
+        outcome: list[tuple[_Document, ...]] = []
 
-    def _collection(self, workspace: str) -> VectorCollection:
-        collection = self._collections.get(workspace)
-        if collection is None:
-            collection = VectorCollection(self._client, self._embedder, self._name(workspace))
-            collection.open_or_create()
-            self._reconcile(collection, self._shelf(workspace).documents)
-            self._collections[workspace] = collection
-        return collection
+        def apply(documents: list[dict]) -> list[dict]:
+            before = tuple(_Document.from_json(d) for d in documents)
+            after = change(before)
+            outcome[:] = [before, after]
+            return [d.to_json() for d in after]
+
+        version = self._store.update(workspace, apply)
+        before, after = outcome
+        with self._lock:
+            self._shelves[workspace] = _Shelf(after, version)
+        kept = {d.generation for d in after}
+        return [d for d in before if d.generation not in kept]
+
+    def _collection(self, workspace: str, documents: Sequence[_Document]) -> VectorCollection:
+        with self._lock:
+            collection = self._collections.get(workspace)
+            if collection is None:
+                collection = VectorCollection(self._client, self._embedder, workspace_name(workspace))
+                collection.open_or_create()
+                self._reconcile(collection, documents)
+                self._collections[workspace] = collection
+            return collection
 
     def _reconcile(self, collection: VectorCollection, documents: Sequence[_Document]) -> None:
-        """Bring Chroma in line with the state file: clear vectors of uploads that were never committed
+        """Bring Chroma in line with the shelf: clear vectors of uploads that were never committed
         or whose removal was interrupted, and re-embed everything if the collection was emptied (a new
         embedding model, a fresh Chroma server)."""
         if not documents:
             return
         if collection.size == 0:
             for doc in documents:
-                collection.add(_entries(doc, self._embedder), extra={"generation": doc.generation})
+                collection.add(_entries(doc, self._embedder), extra=_vector_metadata(doc))
             return
-        collection.delete({"generation": {"$nin": [d.generation for d in documents]}})
+        uncommitted: dict = {"generation": {"$nin": [d.generation for d in documents]}}
+        if self._store.shared:
+            uncommitted = {"$and": [uncommitted, {"added_at": {"$lt": int(time.time() - SHARED_UNCOMMITTED_GRACE_S)}}]}
+        collection.delete(uncommitted)
 
     def _lexical(self, shelf: _Shelf, lang: str) -> LexicalIndex:
+        """Under self._lock."""
         index = shelf.lexical.get(lang)
         if index is None:
             index = shelf.lexical[lang] = LexicalIndex.build([c.indexed_text for _, c in shelf.rows], lang)
         return index
+
+
+def _vector_metadata(doc: _Document) -> dict[str, str | int]:
+    return {"generation": doc.generation, "added_at": int(time.time())}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import deque
+from collections.abc import Callable, Mapping
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
 
@@ -26,7 +27,8 @@ class Metrics:
                               registry=self.registry)
         self.rate_limited = Counter("gdprbot_rate_limited", "Questions refused by the fair-use limits", ["platform"],
                                     registry=self.registry)
-        self.audit_write_failures = Counter("gdprbot_audit_write_failures", "Audit rows that could not be written",
+        self.audit_write_failures = Counter("gdprbot_audit_write_failures",
+                                            "Audit rows the store did not take at once (spooled, or lost)",
                                             registry=self.registry)
         self.latency = Histogram("gdprbot_answer_latency_seconds", "Time to answer a question",
                                  buckets=LATENCY_BUCKETS_S, registry=self.registry)
@@ -54,6 +56,20 @@ class Metrics:
     def observe_audit_write_failure(self) -> None:
         """Pass as `AuditLog(on_failure=...)`."""
         self.audit_write_failures.inc()
+
+    def watch_health(self, parts: Mapping[str, Callable[[], Mapping]]) -> None:
+        """`gdprbot_degraded{part=…}` (1 when a part's health is not ok) and the audit rows waiting in the spool,
+        read from each part's health at scrape time."""
+        degraded = Gauge("gdprbot_degraded", "1 while a part of the bot's storage is degraded", ["part"],
+                         registry=self.registry)
+        for name, health in parts.items():
+            degraded.labels(name).set_function(lambda health=health: 0.0 if health().get("ok", True) else 1.0)
+        if "audit" in parts:
+            audit = parts["audit"]
+            Gauge("gdprbot_audit_spooled_rows", "Audit rows waiting in the spool for the store",
+                  registry=self.registry).set_function(lambda: float(audit().get("spooled", 0)))
+            Gauge("gdprbot_audit_lost_rows", "Audit rows not even the spool could keep, since the start",
+                  registry=self.registry).set_function(lambda: float(audit().get("lost", 0)))
 
     def set_index_info(self, corpus_version: str, model: str) -> None:
         self.index.info({"corpus_version": corpus_version, "model": model})

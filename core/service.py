@@ -38,9 +38,10 @@ class QuestionTooLong(QuestionRejected):
 
 class AnswerService(Protocol):
     def ask(self, question: str, *, history: Sequence[Turn] = (), asker: Asker = Asker(),
-            progress: Progress | None = None) -> Answer:
-        """Answer `question` (with its thread's earlier turns), telling `progress` each stage as it begins. Raises
-        QuestionRejected subclasses."""
+            request_id: str | None = None, progress: Progress | None = None) -> Answer:
+        """Answer `question` (with its thread's earlier turns) under `request_id` (a new one by default; answering
+        under the id of an earlier answer replaces it in the audit trail), telling `progress` each stage as it
+        begins. Raises QuestionRejected subclasses."""
         ...
 
     def record_feedback(self, request_id: str, *, helpful: bool, asker: Asker) -> bool:

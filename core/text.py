@@ -5,6 +5,7 @@ import hashlib
 import re
 import threading
 import unicodedata
+from collections.abc import Iterable
 from functools import lru_cache
 
 import numpy as np

@@ -25,10 +25,10 @@ from urllib.parse import parse_qsl, quote, urlencode
 from aiohttp import ClientSession, WSMsgType, web
 
 from adapters.conversation import Conversation
-from adapters.pending import PendingJournal
 from adapters.slack import EVENTS_PATH, SlackConfig, build_slack_app, make_web_app
 from core.library import Documents
 from core.service import AnswerService
+from core.storage import Journal
 
 BOT_USER_ID = "UBOT00001"
 BOT_ID = "BBOT00001"
@@ -410,7 +410,7 @@ class LoopbackSlack:
     """
 
     def __init__(self, service: AnswerService, *, signing_secret: str = SIGNING_SECRET,
-                 documents: Documents | None = None, journal: PendingJournal | None = None,
+                 documents: Documents | None = None, journal: Journal | None = None,
                  conversation: Conversation | None = None, streaming: bool = False):
         self.conversation = conversation or Conversation(service, documents)
         self.journal = journal

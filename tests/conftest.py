@@ -9,6 +9,38 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 @pytest.fixture(scope="session")
+def postgres():
+    """A throwaway Postgres cluster for the session (skipped where the server is not installed, unless
+    GDPRBOT_REQUIRE_POSTGRES is set, as `.ci/run` does)."""
+    from evals.servers import PostgresCluster, ServerUnavailable
+
+    try:
+        cluster = PostgresCluster()
+    except ServerUnavailable as exc:
+        if os.environ.get("GDPRBOT_REQUIRE_POSTGRES"):
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def database_url(postgres) -> str:
+    """A new empty database in the session's cluster, for one test."""
+    return postgres.create_database()
+
+
+@pytest.fixture(scope="session")
+def chroma_server():
+    """A Chroma server (`chroma run`) on loopback for the session."""
+    from evals.servers import ChromaServer
+
+    server = ChromaServer()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
 def data_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("data")
 

@@ -44,7 +44,7 @@ class FakeAnswerService:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def ask(self, question: str, *, history: Sequence[Turn] = (), asker: Asker = Asker(),
-            progress: Progress | None = None) -> Answer:
+            request_id: str | None = None, progress: Progress | None = None) -> Answer:
         if len(question) > self.max_question_chars:
             raise QuestionTooLong(len(question), self.max_question_chars)
         with self._lock:
@@ -54,7 +54,7 @@ class FakeAnswerService:
         report = progress or (lambda stage: None)
         report(Stage.SEARCHING)
         passage = Passage("Art. 33(1)", "Art. 33(1)", ART_33_1, ART_33_1_URL, "en", 0.9)
-        request_id = uuid.uuid4().hex[:12]
+        request_id = request_id or uuid.uuid4().hex[:12]
         if self.abstain is not None:
             return Answer(question=question, statements=(), retrieved=(passage,), mode=Mode.EXTRACTIVE,
                           request_id=request_id, abstention=Abstention(self.abstain), related=(passage,))

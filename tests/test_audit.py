@@ -153,33 +153,88 @@ def test_concurrent_writes_from_8_threads_are_all_kept(audit: AuditLog) -> None:
     assert sum(r["feedback"] == "up" for r in rows) == 40
 
 
-def test_an_unopenable_path_is_counted_not_raised_and_heals(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_an_unopenable_path_spools_its_rows_and_replays_them_once_it_opens(tmp_path: Path,
+                                                                          caplog: pytest.LogCaptureFixture) -> None:
     failures: list[None] = []
     path = tmp_path / "missing" / "audit.sqlite3"
     log = AuditLog(path, on_failure=lambda: failures.append(None))
-    log.record_answer(_answer(), SLACK, 10)
-    log.record_feedback("req-1", True, SLACK)
+    log.record_answer(_answer("a"), SLACK, 10)
+    log.record_feedback("a", True, SLACK)  # known: its answer waits in the spool
     assert log.failed_writes == 2 and len(failures) == 2
     assert "audit write failed" in caplog.text
+    assert log.health() | {"last_error": None} == {"ok": False, "where": str(path), "spooled": 2, "lost": 0,
+                                                   "failed_writes": 2, "last_error": None}
     path.parent.mkdir()
-    log.record_answer(_answer(), SLACK, 10)
-    assert log.count_answers() == 1 and log.failed_writes == 2
+    log.record_answer(_answer("b"), SLACK, 10)  # queued behind the spooled rows
+    assert log.replay() == 3
+    assert [(r["request_id"], r["feedback"]) for r in log.export()] == [("a", "up"), ("b", None)]
+    assert log.health()["ok"] and log.health()["spooled"] == 0
     log.close()
 
 
-def test_a_locked_database_fails_fast_and_is_counted(tmp_path: Path) -> None:
+def test_a_lock_held_over_the_busy_timeout_is_waited_out(tmp_path: Path) -> None:
+    log = AuditLog(tmp_path / "audit.sqlite3", busy_timeout_s=0.5)
+    log.record_answer(_answer("a"), SLACK, 10)
+    blocker = sqlite3.connect(tmp_path / "audit.sqlite3", isolation_level=None, check_same_thread=False)
+    blocker.execute("BEGIN EXCLUSIVE")
+    threading.Timer(0.7, blocker.execute, ("ROLLBACK",)).start()
+    log.record_answer(_answer("b"), SLACK, 10)
+    assert log.failed_writes == 0 and log.count_answers() == 2
+    blocker.close()
+    log.close()
+
+
+def test_a_locked_database_holds_the_answer_briefly_then_spools_and_replays(tmp_path: Path) -> None:
     log = AuditLog(tmp_path / "audit.sqlite3", busy_timeout_s=0.1)
     blocker = sqlite3.connect(tmp_path / "audit.sqlite3", isolation_level=None)
     blocker.execute("BEGIN EXCLUSIVE")
     started = time.monotonic()
-    log.record_answer(_answer(), SLACK, 10)
+    log.record_answer(_answer("a"), SLACK, 10)
     assert time.monotonic() - started < 1.0
-    assert log.failed_writes == 1
+    started = time.monotonic()
+    log.record_answer(_answer("b"), SLACK, 10)
+    assert time.monotonic() - started < 0.05  # degraded: straight to the spool, no waiting on the lock
+    assert log.failed_writes == 2 and log.health()["spooled"] == 2 and "locked" in log.health()["last_error"]
     blocker.execute("ROLLBACK")
     blocker.close()
-    log.record_answer(_answer(), SLACK, 10)
-    assert log.count_answers() == 1
+    assert log.replay() == 2 and log.count_answers() == 2 and log.health()["ok"]
     log.close()
+
+
+def test_a_corrupt_trail_spools_and_a_restart_replays_what_waits(tmp_path: Path) -> None:
+    path = tmp_path / "audit.sqlite3"
+    path.write_bytes(b"not a database" * 100)
+    log = AuditLog(path, replay_interval_s=0.05)
+    log.record_answer(_answer("a"), SLACK, 10)
+    assert log.health()["spooled"] == 1 and "not a database" in log.health()["last_error"]
+    log.close()  # stops with the row still in the spool file
+    path.unlink()
+    restarted = AuditLog(path, replay_interval_s=0.05)
+    deadline = time.monotonic() + 5
+    while restarted.health()["spooled"] and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert [r["request_id"] for r in restarted.export()] == ["a"]
+    restarted.close()
+
+
+def test_replaying_a_row_that_was_written_after_all_adds_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "audit.sqlite3"
+    log = AuditLog(path)
+    log.record_answer(_answer("a"), SLACK, 10)
+    spool = tmp_path / "audit-spool.jsonl"
+    entry = {"kind": "answer", "row": log._answer_row(_answer("a", question="changed"), SLACK, 10).to_json()}
+    spool.write_text(json.dumps(entry) + "\n")
+    log.close()
+    reopened = AuditLog(path)
+    assert reopened.replay() == 1
+    assert [(r["request_id"], r["question"]) for r in reopened.export()] == [("a", _answer().question)]
+    reopened.close()
+
+
+def test_an_answer_made_again_under_its_request_id_replaces_the_first(audit: AuditLog) -> None:
+    audit.record_answer(_answer("a", question="first"), SLACK, 10)
+    audit.record_answer(_answer("a", question="again"), SLACK, 12)
+    assert [(r["request_id"], r["question"]) for r in audit.export()] == [("a", "again")]
 
 
 def test_writes_after_close_are_counted_not_raised(audit: AuditLog) -> None:

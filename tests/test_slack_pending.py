@@ -9,7 +9,8 @@ from urllib.parse import parse_qsl
 
 import pytest
 
-from adapters.pending import JournalUnavailable, PendingJournal
+from core.storage import JournalUnavailable
+from core.storage.embedded import SqliteJournal
 from evals.fake_slack import (
     BOT_ID,
     BOT_USER_ID,
@@ -38,7 +39,7 @@ def _all_text(params: dict) -> str:
 
 
 def test_open_items_are_those_not_done_oldest_first(tmp_path):
-    journal = PendingJournal(tmp_path / "pending.sqlite3")
+    journal = SqliteJournal(tmp_path / "pending.sqlite3")
     journal.add("a", "app_mention", {"n": 1})
     journal.add("b", "message", {"n": 2})
     journal.add("c", "command", {"n": 3})
@@ -47,7 +48,7 @@ def test_open_items_are_those_not_done_oldest_first(tmp_path):
 
 
 def test_adding_a_key_again_keeps_the_first_entry(tmp_path):
-    journal = PendingJournal(tmp_path / "pending.sqlite3")
+    journal = SqliteJournal(tmp_path / "pending.sqlite3")
     journal.add("a", "app_mention", {"n": 1})
     journal.add("a", "app_mention", {"n": 2})
     assert journal.open_items() == [("a", "app_mention", {"n": 1})]
@@ -58,20 +59,20 @@ def test_adding_a_key_again_keeps_the_first_entry(tmp_path):
 
 def test_open_items_survive_a_new_process(tmp_path):
     path = tmp_path / "sub" / "pending.sqlite3"
-    first = PendingJournal(path)
+    first = SqliteJournal(path)
     first.add("a", "app_mention", {"event": {"ts": "1.1"}})
     # No close(): the process was killed.
-    assert PendingJournal(path).open_items() == [("a", "app_mention", {"event": {"ts": "1.1"}})]
+    assert SqliteJournal(path).open_items() == [("a", "app_mention", {"event": {"ts": "1.1"}})]
 
 
 def test_a_question_that_cannot_be_journaled_raises_and_other_failures_are_logged(tmp_path, caplog):
     blocked = tmp_path / "file"
     blocked.write_text("not a directory")
-    journal = PendingJournal(blocked / "pending.sqlite3")
+    journal = SqliteJournal(blocked / "pending.sqlite3")
     with pytest.raises(JournalUnavailable):
         journal.add("a", "app_mention", {})
     with pytest.raises(JournalUnavailable):
-        PendingJournal(tmp_path / "ok.sqlite3").add("b", "app_mention", {"not json": object()})
+        SqliteJournal(tmp_path / "ok.sqlite3").add("b", "app_mention", {"not json": object()})
     journal.done("a")
     assert journal.open_items() == []
     assert "pending-questions journal" in caplog.text and "is not JSON serializable" in caplog.text
@@ -82,7 +83,7 @@ def test_a_question_that_cannot_be_journaled_raises_and_other_failures_are_logge
 
 @scenario
 async def test_a_question_acked_by_a_killed_process_is_answered_in_its_thread_on_restart(tmp_path):
-    journal = PendingJournal(tmp_path / "slack_pending.sqlite3")
+    journal = SqliteJournal(tmp_path / "slack_pending.sqlite3")
     ts = f"{time.time():.6f}"
     event = mention("When must a breach be notified?", ts=ts)
     journal.add(f"message:{CHANNEL}:{ts}", "app_mention",
@@ -102,7 +103,7 @@ async def test_a_question_acked_by_a_killed_process_is_answered_in_its_thread_on
 
 @scenario
 async def test_a_stale_question_is_dropped_not_answered(tmp_path):
-    journal = PendingJournal(tmp_path / "slack_pending.sqlite3")
+    journal = SqliteJournal(tmp_path / "slack_pending.sqlite3")
     event = mention("Still there?", ts="1700000000.000100")
     journal.add(f"message:{CHANNEL}:1700000000.000100", "app_mention",
                 {"event": event, "context": IDENTITY, "accepted_at": time.time() - 2 * 3600})
@@ -115,7 +116,7 @@ async def test_a_stale_question_is_dropped_not_answered(tmp_path):
 
 @scenario
 async def test_a_slash_command_acked_by_a_killed_process_is_answered_on_restart(tmp_path):
-    journal = PendingJournal(tmp_path / "slack_pending.sqlite3")
+    journal = SqliteJournal(tmp_path / "slack_pending.sqlite3")
     responses = FakeSlack()  # Slack's response_url side, which outlives the bot
     await responses.start()
     try:
@@ -154,14 +155,14 @@ class _HeldAnswerService(FakeAnswerService):
 
 @scenario
 async def test_live_questions_are_journaled_until_answered(tmp_path):
-    journal = PendingJournal(tmp_path / "slack_pending.sqlite3")
+    journal = SqliteJournal(tmp_path / "slack_pending.sqlite3")
     service = _HeldAnswerService()
     try:
         async with LoopbackSlack(service, journal=journal) as slack:
             await slack.post(event_body(mention("What is personal data?", ts="1700000000.000100")))
             await slack.post(command_body("What is personal data?", response_url=slack.fake.response_url()))
             # Acknowledged and not answered yet: both are on disk, for a restart to answer.
-            kinds = {kind for _, kind, _ in PendingJournal(journal.path).open_items()}
+            kinds = {kind for _, kind, _ in SqliteJournal(journal.path).open_items()}
             assert kinds == {"app_mention", "command"}
             service.release.set()
             await slack.fake.wait_for("chat.postMessage")
@@ -175,7 +176,7 @@ async def test_live_questions_are_journaled_until_answered(tmp_path):
 async def test_a_question_that_cannot_be_journaled_is_not_acknowledged_and_its_retry_is_answered(tmp_path):
     blocked = tmp_path / "journal"
     blocked.write_text("a file where the journal's directory should be")
-    journal = PendingJournal(blocked / "slack_pending.sqlite3")
+    journal = SqliteJournal(blocked / "slack_pending.sqlite3")
     service = FakeAnswerService()
     event = mention("When must a breach be notified?", ts="1700000000.000300")
     async with LoopbackSlack(service, journal=journal) as slack:
@@ -194,7 +195,7 @@ async def test_a_question_that_cannot_be_journaled_is_not_acknowledged_and_its_r
 
 @scenario
 async def test_an_event_without_channel_or_ts_is_acknowledged_but_never_journaled(tmp_path):
-    journal = PendingJournal(tmp_path / "slack_pending.sqlite3")
+    journal = SqliteJournal(tmp_path / "slack_pending.sqlite3")
     service = FakeAnswerService()
     async with LoopbackSlack(service, journal=journal) as slack:
         for broken in ({"type": "app_mention", "user": "U1", "text": "<@UBOT00001> hi"},
@@ -206,7 +207,7 @@ async def test_an_event_without_channel_or_ts_is_acknowledged_but_never_journale
 
 @scenario
 async def test_a_journal_entry_that_cannot_be_answered_is_skipped_and_the_rest_are_answered(tmp_path, caplog):
-    journal = PendingJournal(tmp_path / "slack_pending.sqlite3")
+    journal = SqliteJournal(tmp_path / "slack_pending.sqlite3")
     now = time.time()
     for n in range(3):
         journal.add(f"bad:{n}", "app_mention", {"event": {"type": "app_mention", "text": "hi"}, "context": IDENTITY,

@@ -11,7 +11,6 @@ import logging
 import signal
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
@@ -22,10 +21,10 @@ from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.conversation import Conversation
-from adapters.pending import PendingJournal
 from adapters.slack.listeners import Listeners
 from adapters.slack.outbox import retry_handlers
 from adapters.web import HealthDetails, healthz
+from core.storage import Journal
 
 logger = logging.getLogger(__name__)
 
@@ -41,12 +40,10 @@ class SlackConfig:
     signing_secret: str | None = None  # HTTP mode
     app_token: str | None = None  # Socket Mode, when set
     api_url: str | None = None  # another Web API (a fake, in tests)
-    journal_path: Path | None = None  # where accepted questions wait until answered (`run_slack`)
     streaming: bool = False  # answers are streamed (LLM mode); extractive ones come as one message each
 
 
-def build_slack_app(config: SlackConfig, conversation: Conversation, *, journal: PendingJournal | None = None
-                    ) -> AsyncApp:
+def build_slack_app(config: SlackConfig, conversation: Conversation, *, journal: Journal | None = None) -> AsyncApp:
     """The bolt app with every listener registered; works for HTTP mode and Socket Mode alike.
 
     With a `journal`, each question is journaled until answered, and the questions a previous process accepted
@@ -112,25 +109,23 @@ def make_web_app(app: AsyncApp, *, signing_secret: str | None = None, extra_rout
 
 
 def run_slack(config: SlackConfig, conversation: Conversation, port: int = 3000, *,
-              extra_routes: Sequence[web.RouteDef] = (), health: HealthDetails | None = None) -> None:
+              extra_routes: Sequence[web.RouteDef] = (), health: HealthDetails | None = None,
+              journal: Journal | None = None) -> None:
     """Serve until SIGINT/SIGTERM: Socket Mode when an app token is configured, else HTTP mode on `port`.
 
-    Accepted questions are journaled at `config.journal_path`, so a killed process answers them on restart.
+    Accepted questions are kept in `journal` until answered, so a killed process (or, with a shared journal, another
+    replica) answers them.
     """
-    journal = PendingJournal(config.journal_path) if config.journal_path else None
     serving = serve_slack(config, conversation, port, extra_routes=extra_routes, health=health, journal=journal)
     try:
         asyncio.run(_until_terminated(serving))
     except KeyboardInterrupt:
         logger.info("Slack adapter stopped")
-    finally:
-        if journal is not None:
-            journal.close()
 
 
 async def serve_slack(config: SlackConfig, conversation: Conversation, port: int, *, host: str = "0.0.0.0",
                       extra_routes: Sequence[web.RouteDef] = (), health: HealthDetails | None = None,
-                      journal: PendingJournal | None = None) -> None:
+                      journal: Journal | None = None) -> None:
     """`run_slack` as a coroutine: serves until cancelled.
 
     In Socket Mode `/healthz` (and `extra_routes`) are still served on `port`, so container health checks

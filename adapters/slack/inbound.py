@@ -102,7 +102,7 @@ def question(event: dict, context: AsyncBoltContext, client: AsyncWebClient) -> 
         return await thread_history(client, thread, context.bot_user_id, context.bot_id)
 
     text = to_plain(event.get("text") or "", bot_user_id=context.bot_user_id)
-    return thread, Message(text, event_asker(event, context), thread.key, history=history)
+    return thread, Message(text, event_asker(event, context), thread.key, history=history, delivery=message_key(event))
 
 
 def command(command: dict) -> Message:

@@ -24,7 +24,6 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.conversation import Conversation, ShowHelp, parse
 from adapters.intents import Reply
-from adapters.pending import JournalUnavailable, PendingJournal
 from adapters.prompts import example_questions
 from adapters.slack import inbound
 from adapters.slack.inbound import Thread
@@ -33,6 +32,7 @@ from adapters.slack.blocks import SlackMessage
 from adapters.slack.render import FEEDBACK, FEEDBACK_DOWN, FEEDBACK_UP, read_feedback, render
 from adapters.slack.uploads import SlackFiles, share_in
 from core.models import Asker
+from core.storage import Journal
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ COMMAND_REPLAY_MAX_AGE_S = 1800.0
 class Listeners:
     """`streaming`: see `Outbox`."""
 
-    def __init__(self, conversation: Conversation, client: AsyncWebClient, journal: PendingJournal | None, *,
+    def __init__(self, conversation: Conversation, client: AsyncWebClient, journal: Journal | None, *,
                  streaming: bool = False):
         self._conversation = conversation
         self._client = client
@@ -169,21 +169,20 @@ class Listeners:
     # --- answering ----------------------------------------------------------------------------------------------
 
     async def _accept(self, ack: AsyncAck, body: dict, event: dict, context: AsyncBoltContext) -> None:
-        """Journal a first delivery before acknowledging it: once acknowledged, Slack never sends it again."""
+        """Journal a first delivery before acknowledging it: once acknowledged, Slack never sends it again. A
+        delivery that cannot be journaled raises (JournalUnavailable), is not acknowledged, and its retry is taken."""
         keys = inbound.delivery_keys(body, event)
-        if not self._conversation.deliveries.claim(*keys):
-            await ack()
-            return
         identity = {"team_id": context.team_id, "bot_user_id": context.bot_user_id, "bot_id": context.bot_id}
         key = inbound.message_key(event)
-        try:
-            await self._journal_add(key, event["type"], {"event": event, "context": identity,
-                                                         "accepted_at": time.time()})
-        except JournalUnavailable:
-            self._conversation.deliveries.release(*keys)  # so that Slack's retry is taken
-            raise
+        payload = {"event": event, "context": identity, "accepted_at": time.time()}
+        if self._journal is None:
+            first = self._conversation.deliveries.claim(*keys)
+        else:
+            first = await asyncio.get_running_loop().run_in_executor(self._journal_thread, partial(
+                self._journal.accept, self._conversation.deliveries, keys, key, event["type"], payload))
         await ack()
-        self._answer_in_thread(key, event, context)
+        if first:
+            self._answer_in_thread(key, event, context)
 
     def _answer_in_thread(self, key: str, event: dict, context: AsyncBoltContext) -> None:
         thread, message = inbound.question(event, context, self._client)
@@ -230,12 +229,26 @@ class Listeners:
     # --- questions a killed process left unanswered --------------------------------------------------------------
 
     def replay(self) -> None:
-        """Answer, through the usual paths, what the journal holds: accepted, then the process died."""
+        """Answer, through the usual paths, what the journal holds: accepted, then the process died. A shared
+        journal is looked at again every `takeover_interval_s`, for what a replica that died leaves behind."""
         if self._journal is None:
             return
-        for key, kind, payload in self._journal.open_items():
-            # Done before answering: a question that killed the process must not kill every restart too.
-            self._journal.done(key)
+        self._replay_open_items(self._journal.open_items())
+        if self._journal.takeover_interval_s is not None:
+            self._spawn(self._take_over_periodically(self._journal, self._journal.takeover_interval_s))
+
+    async def _take_over_periodically(self, journal: Journal, interval_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(interval_s)
+            self._replay_open_items(await loop.run_in_executor(self._journal_thread, journal.open_items))
+
+    def _replay_open_items(self, items: list[tuple[str, str, dict]]) -> None:
+        for key, kind, payload in items:
+            if self._journal.takeover_interval_s is None:
+                # Done before answering: a question that killed the process must not kill every restart too (a
+                # shared journal counts the hand-outs of each entry itself).
+                self._journal.done(key)
             try:
                 self._replay_one(key, kind, payload)
             except (KeyError, TypeError, ValueError, AttributeError) as exc:

@@ -6,7 +6,6 @@ another SDK touches only this package.
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
@@ -21,33 +20,14 @@ from adapters.intents import Answered, Attachment, Declined, Failed, FeedbackNot
 from adapters.teams.render import TeamsMessage, fallback_text, render
 from adapters.web import UrlPolicy, download
 from core.models import Asker
+from core.storage import SentAnswers
 
 logger = logging.getLogger(__name__)
 
-MAX_TRACKED_ANSWERS = 10_000  # sent answers whose feedback buttons can still be mapped to a request id
 FEEDBACK_INVOKE = "message/submitAction"
 # Teams renders the citation entity in personal and group chats but not in channels.
 NATIVE_CITATION_CONVERSATIONS = frozenset({"personal", "groupChat"})
 FILE_DOWNLOAD_INFO = "application/vnd.microsoft.teams.file.download.info"
-
-
-class _SentAnswers:
-    """Which request id each recently sent answer has, for its feedback buttons (least recently used forgotten)."""
-
-    def __init__(self, capacity: int = MAX_TRACKED_ANSWERS) -> None:
-        self._capacity = capacity
-        self._ids: OrderedDict[str, str] = OrderedDict()
-
-    def get(self, activity_id: str) -> str | None:
-        if activity_id in self._ids:
-            self._ids.move_to_end(activity_id)
-        return self._ids.get(activity_id)
-
-    def put(self, activity_id: str, request_id: str) -> None:
-        self._ids[activity_id] = request_id
-        self._ids.move_to_end(activity_id)
-        while len(self._ids) > self._capacity:
-            self._ids.popitem(last=False)
 
 
 class GdprTeamsBot(ActivityHandler):
@@ -57,7 +37,7 @@ class GdprTeamsBot(ActivityHandler):
     def __init__(self, conversation: Conversation, file_urls: UrlPolicy) -> None:
         """`file_urls`: where files may be downloaded from (`adapters.teams.hosts`)."""
         self._conversation = conversation
-        self._answers = _SentAnswers()
+        self._answers = conversation.sent_answers
         self._file_urls = file_urls
 
     async def on_message_activity(self, turn_context: TurnContext) -> None:
@@ -80,7 +60,7 @@ class GdprTeamsBot(ActivityHandler):
             return InvokeResponse(status=400)
         request_id = self._answers.get(activity.reply_to_id or "")
         if request_id is None:
-            # Answers are mapped in memory only; after a restart or eviction the click cannot be attributed.
+            # Sent answers are kept for a month (core.storage); an older click cannot be attributed.
             logger.warning("Feedback on unknown Teams message %r not recorded", activity.reply_to_id)
             return InvokeResponse(status=200)
         reply = await self._conversation.feedback(request_id, helpful=reaction == "like", asker=_asker(activity))
@@ -92,7 +72,7 @@ class GdprTeamsBot(ActivityHandler):
 class _TurnReplies:
     """The replies to one activity, sent in its conversation (in a channel, inside the message's thread)."""
 
-    def __init__(self, turn_context: TurnContext, answers: _SentAnswers) -> None:
+    def __init__(self, turn_context: TurnContext, answers: SentAnswers) -> None:
         self._turn = turn_context
         self._answers = answers
 
