@@ -244,14 +244,14 @@ def run(rate: float = 10.0, duration_s: float = 30.0, data_dir: str | Path | Non
 
 def _table(result: dict) -> str:
     rows = [
-        ("events sent", f"{result['events_sent']} at {result['rate']}/s over {result['duration_s']} s "
-                        f"(+{result['retries_sent']} retries to the other replica)"),
+        ("events sent", (f"{result['events_sent']} at {result['rate']}/s over {result['duration_s']} s "
+                         f"(+{result['retries_sent']} retries to the other replica)")),
         ("acknowledged", result["acked"]),
         ("answers posted", result["answers_posted"]),
         ("slowed down / apologies", f"{result['slowed_down']} / {result['apologies']}"),
         ("lost", result["lost"]),
-        ("answered twice", f"{result['answered_twice']} (in the at-least-once window: "
-                           f"{result['answered_twice_in_window']})"),
+        ("answered twice", (f"{result['answered_twice']} (in the at-least-once window: "
+                            f"{result['answered_twice_in_window']})")),
         ("audit rows / answers posted", f"{result['audit_rows']} / {result['answers_posted']}"),
         ("latency p50 / p95", f"{result['latency_p50_ms']} / {result['latency_p95_ms']} ms"),
         ("peak RSS a / b", " / ".join(f"{mb} MB" for mb in result["peak_rss_mb"])),
