@@ -164,6 +164,13 @@ def cmd_ops_load(args, components: Components) -> int:
     return 0 if result["passed"] else 1
 
 
+def cmd_replicas(args, components: Components) -> int:
+    from evals import replicas
+
+    result = replicas.run(**{name: getattr(args, name) for name in replicas.RUN_ARGS})
+    return 0 if result["passed"] else 1
+
+
 def cmd_documents(args, components: Components) -> int:
     from evals import doc_benchmark
 
@@ -202,6 +209,10 @@ def main(argv: list[str] | None = None) -> int:
     from evals import ops_load
 
     ops_load.add_arguments(commands.add_parser("ops-load", help="N signed mentions over D s to a real bot process"))
+    from evals import replicas
+
+    replicas.add_arguments(commands.add_parser("replicas", help="two bot processes on one Postgres and one Chroma "
+                                                                "server, signed events spread over both"))
     documents = commands.add_parser("documents", help="index a generated N-page PDF; question latency during "
                                                       "the upload; a PDF bomb")
     documents.add_argument("--pages", type=int, default=200)
@@ -210,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     components = Components(load_settings())
     handlers = {"retrieval": cmd_retrieval, "latency": cmd_latency, "abstention": cmd_abstention,
                 "citations": cmd_citations, "memory": cmd_memory, "answers": cmd_answers, "slack-load": cmd_slack_load,
-                "ops-load": cmd_ops_load, "documents": cmd_documents}
+                "ops-load": cmd_ops_load, "replicas": cmd_replicas, "documents": cmd_documents}
     return handlers[args.command](args, components)
 
 
