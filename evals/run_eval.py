@@ -164,6 +164,12 @@ def cmd_ops_load(args, components: Components) -> int:
     return 0 if result["passed"] else 1
 
 
+def cmd_faults(args, components: Components) -> int:
+    from evals import faults
+
+    return faults.main(args)
+
+
 def cmd_documents(args, components: Components) -> int:
     from evals import doc_benchmark
 
@@ -202,6 +208,10 @@ def main(argv: list[str] | None = None) -> int:
     from evals import ops_load
 
     ops_load.add_arguments(commands.add_parser("ops-load", help="N signed mentions over D s to a real bot process"))
+    from evals import faults
+
+    faults.add_arguments(commands.add_parser("faults", help="hostile requests, untrusted URLs, a PDF bomb, an "
+                                                            "injection, small faults: probes of the real processes"))
     documents = commands.add_parser("documents", help="index a generated N-page PDF; question latency during "
                                                       "the upload; a PDF bomb")
     documents.add_argument("--pages", type=int, default=200)
@@ -210,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     components = Components(load_settings())
     handlers = {"retrieval": cmd_retrieval, "latency": cmd_latency, "abstention": cmd_abstention,
                 "citations": cmd_citations, "memory": cmd_memory, "answers": cmd_answers, "slack-load": cmd_slack_load,
-                "ops-load": cmd_ops_load, "documents": cmd_documents}
+                "ops-load": cmd_ops_load, "faults": cmd_faults, "documents": cmd_documents}
     return handlers[args.command](args, components)
 
 
