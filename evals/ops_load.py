@@ -28,6 +28,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -81,14 +82,15 @@ class Mention:
 
 
 class BotProcess:
-    """`python -m bot slack --port N` on a free port, its output in `log_path`."""
+    """`python -m bot PLATFORM --port N` (slack or teams) on a free port, its output in `log_path`; `wrap` is a
+    command prefix it runs under (e.g. strace)."""
 
-    def __init__(self, env: dict[str, str], log_path: Path):
+    def __init__(self, env: dict[str, str], log_path: Path, platform: str = "slack", wrap: Sequence[str] = ()):
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
         self._log: IO[bytes] = open(log_path, "wb")  # noqa: SIM115 - outlives __init__, closed by close()
-        self.proc = subprocess.Popen([sys.executable, "-m", "bot", "slack", "--port", str(self.port)],
+        self.proc = subprocess.Popen([*wrap, sys.executable, "-m", "bot", platform, "--port", str(self.port)],
                                      cwd=REPO_ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)
 
     async def wait_healthy(self, http: ClientSession) -> float:

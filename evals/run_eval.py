@@ -171,6 +171,12 @@ def cmd_replicas(args, components: Components) -> int:
     return 0 if result["passed"] else 1
 
 
+def cmd_faults(args, components: Components) -> int:
+    from evals import faults
+
+    return faults.main(args)
+
+
 def cmd_documents(args, components: Components) -> int:
     from evals import doc_benchmark
 
@@ -213,6 +219,10 @@ def main(argv: list[str] | None = None) -> int:
 
     replicas.add_arguments(commands.add_parser("replicas", help="two bot processes on one Postgres and one Chroma "
                                                                 "server, signed events spread over both"))
+    from evals import faults
+
+    faults.add_arguments(commands.add_parser("faults", help="hostile requests, untrusted URLs, a PDF bomb, an "
+                                                            "injection, small faults: probes of the real processes"))
     documents = commands.add_parser("documents", help="index a generated N-page PDF; question latency during "
                                                       "the upload; a PDF bomb")
     documents.add_argument("--pages", type=int, default=200)
@@ -221,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     components = Components(load_settings())
     handlers = {"retrieval": cmd_retrieval, "latency": cmd_latency, "abstention": cmd_abstention,
                 "citations": cmd_citations, "memory": cmd_memory, "answers": cmd_answers, "slack-load": cmd_slack_load,
-                "ops-load": cmd_ops_load, "replicas": cmd_replicas, "documents": cmd_documents}
+                "ops-load": cmd_ops_load, "replicas": cmd_replicas, "faults": cmd_faults, "documents": cmd_documents}
     return handlers[args.command](args, components)
 
 

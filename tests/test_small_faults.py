@@ -20,6 +20,7 @@ from core.llm import GroqGenerator, chat_groq
 from core.models import AbstentionReason, Asker, Notice
 from evals.fake_llm import FakeLLM, Reply
 from evals.fake_slack import LoopbackSlack, button_body, event_body, mention
+from evals.faults import read_only_mount
 from tests.helpers import bounded
 
 REPO = Path(__file__).resolve().parent.parent
@@ -50,24 +51,11 @@ def test_a_data_dir_that_is_a_file_is_one_clear_line(tmp_path):
     assert line.startswith(f"error: GDPRBOT_DATA_DIR {tmp_path / 'data'} is not a writable directory")
 
 
-def _read_only_mount(directory: Path) -> list[str] | None:
-    """A command prefix running its command with `directory` mounted read-only in a mount namespace of its own (no
-    mount is left behind), or None where namespaces are not allowed. Root ignores file modes, so a mount is the
-    one read-only data dir that holds for root too."""
-    if not shutil.which("unshare"):
-        return None
-    user = [] if os.geteuid() == 0 else ["--map-root-user"]
-    remount = f"mount --bind {directory} {directory} && mount -o remount,ro,bind {directory} && exec \"$@\""
-    prefix = ["unshare", "--mount", *user, "sh", "-c", remount, "sh"]
-    probe = subprocess.run([*prefix, "sh", "-c", f"! touch {directory}/.probe 2>/dev/null"], capture_output=True)
-    return prefix if probe.returncode == 0 else None
-
-
 def test_a_read_only_data_dir_is_one_clear_line_not_a_chroma_traceback(components, data_dir, tmp_path):
     components.prepare()
     built = tmp_path / "built"
     shutil.copytree(data_dir, built, ignore=shutil.ignore_patterns("*.sqlite3-journal"))
-    prefix = _read_only_mount(built)
+    prefix = read_only_mount(built)
     if prefix is None:
         pytest.skip("mount namespaces are not allowed here")
     slack = {"SLACK_BOT_TOKEN": "xoxb-test", "SLACK_SIGNING_SECRET": "test-secret"}
