@@ -21,7 +21,10 @@ SLICES = {
     "retrieval": ["--limit", "2"], "latency": ["--limit", "2", "--rounds", "1"], "abstention": ["--limit", "4"],
     "citations": ["--limit", "2"], "answers": ["--limit", "2"], "memory": ["--limit", "2", "--n", "6", "--rounds", "1"],
     "slack-load": ["--n", "3"], "ops-load": ["--n", "6", "--duration", "2"], "documents": ["--pages", "2"],
+    "replicas": ["--rate", "4", "--duration", "2"], "faults": [],
 }
+# The evals that start bot processes of their own take the session's index instead of building one each.
+OWN_PROCESSES = {"ops-load", "replicas", "faults"}
 KILL_SLICE = ["--kill-at", "3"]
 
 
@@ -31,7 +34,7 @@ def quoted_commands() -> list[str]:
 
 def test_the_readme_quotes_the_eval_commands_behind_its_figures():
     subcommands = {shlex.split(c)[shlex.split(c).index("evals.run_eval") + 1] for c in quoted_commands()}
-    assert {"retrieval", "abstention", "citations", "latency", "memory", "documents"} <= subcommands
+    assert {"retrieval", "abstention", "citations", "latency", "memory", "documents", "faults", "replicas"} <= subcommands
     assert subcommands <= set(SLICES), f"add a slice for {subcommands - set(SLICES)}"
 
 
@@ -55,7 +58,7 @@ def test_each_quoted_eval_command_runs_on_the_tracked_files(command, tracked_cop
     settings = dict(w.split("=", 1) for w in words[:start])
     args = words[start + 3:]
     sliced = args + SLICES[args[0]] + (KILL_SLICE if "--kill-at" in args else [])
-    if args[0] == "ops-load":
+    if args[0] in OWN_PROCESSES:
         sliced += ["--data-dir", str(data_dir)]
     result = subprocess.run([sys.executable, "-m", "evals.run_eval", *sliced], cwd=tracked_copy, capture_output=True,
                             text=True, timeout=420, env={**os.environ, **settings, "HF_HUB_OFFLINE": "1",
