@@ -16,6 +16,7 @@ from core.models import Provision
 
 # Bumped when what is embedded changes (chunking, entry kinds), so stored vectors are rebuilt.
 INDEX_SCHEMA = 3
+MATRIX_PAGE = 500  # vectors per Chroma read when loading them into memory
 _SENTENCE_END = re.compile(r"(?<=[.;:])\s+(?=(?:\([a-z]+\)\s)|[A-Z(])")
 
 
@@ -178,10 +179,18 @@ class VectorCollection:
 
     def matrix(self, kinds: Collection[str]) -> DenseMatrix:
         """The stored vectors of these kinds, in memory, for exact search."""
-        stored = self._collection.get(where={"kind": {"$in": list(kinds)}}, include=["embeddings", "metadatas"])
-        metadatas = stored["metadatas"] or []
-        return DenseMatrix(np.asarray(stored["embeddings"], dtype=np.float32).reshape(len(metadatas), -1),
-                           tuple(m["kind"] for m in metadatas), tuple(m["key"] for m in metadatas))
+        # In pages: one `get` of every vector costs Chroma about 30 times the vectors' size at its peak.
+        vectors: list[np.ndarray] = []
+        metadatas: list[Mapping] = []
+        while True:
+            page = self._collection.get(where={"kind": {"$in": list(kinds)}}, include=["embeddings", "metadatas"],
+                                        limit=MATRIX_PAGE, offset=len(metadatas))
+            if not page["metadatas"]:
+                break
+            vectors.append(np.asarray(page["embeddings"], dtype=np.float32))
+            metadatas.extend(page["metadatas"])
+        matrix = np.concatenate(vectors) if vectors else np.zeros((0, 0), dtype=np.float32)
+        return DenseMatrix(matrix, tuple(m["kind"] for m in metadatas), tuple(m["key"] for m in metadatas))
 
     def search(self, query_vector: np.ndarray, n_results: int | None = None) -> dict[str, dict[str, float]]:
         """Cosine similarity per kind and key (best entry of each key), over the nearest `n_results`
