@@ -61,10 +61,12 @@ class Harness:
 @asynccontextmanager
 async def running_bot(config: TeamsConfig | None = None, service: FakeAnswerService | None = None,
                       connector: FakeBotConnector | None = None, documents: Any = None,
-                      **app_options: Any) -> AsyncIterator[Harness]:
+                      conversation: Conversation | None = None, **app_options: Any) -> AsyncIterator[Harness]:
+    """`conversation`: the bot's own (the real assistant, stored history), instead of one over `service`."""
     service = service or FakeAnswerService()
     async with connector or FakeBotConnector() as connector, aiohttp.ClientSession() as http:
-        app = build_teams_app(config or TeamsConfig(), Conversation(service, documents), **app_options)
+        app = build_teams_app(config or TeamsConfig(), conversation or Conversation(service, documents),
+                              **app_options)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
