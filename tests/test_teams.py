@@ -18,6 +18,7 @@ from adapters import wording
 from adapters.conversation import Conversation
 from adapters.teams import TeamsConfig, build_teams_app
 from bot.settings import SettingsError, load_settings
+from bot.wiring import teams_config
 from core.models import Turn
 from core.service import RateLimited
 from evals.fake_bot_connector import FakeBotConnector, SentActivity
@@ -354,3 +355,8 @@ def test_refuses_to_serve_beyond_loopback_without_credentials() -> None:
 def test_incomplete_credentials_are_refused(settings: dict[str, str], variable: str) -> None:
     with pytest.raises(SettingsError, match=f"^Invalid setting {variable}: [^\\n]+$"):
         load_settings(**NO_CREDENTIALS | settings)
+
+
+def test_answers_are_streamed_only_in_llm_mode() -> None:
+    assert not teams_config(load_settings(**NO_CREDENTIALS | {"GROQ_API_KEY": ""})).streaming
+    assert teams_config(load_settings(**NO_CREDENTIALS | {"GROQ_API_KEY": "gsk-test"})).streaming
