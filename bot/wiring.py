@@ -85,7 +85,8 @@ def teams_config(settings: Settings) -> TeamsConfig:
     from adapters.teams import TeamsConfig
 
     return TeamsConfig(app_id=settings.microsoft_app_id, app_password=settings.microsoft_app_password,
-                       app_type=settings.microsoft_app_type, tenant_id=settings.microsoft_app_tenant_id)
+                       app_type=settings.microsoft_app_type, tenant_id=settings.microsoft_app_tenant_id,
+                       streaming=bool(settings.groq_api_key))
 
 
 class Components:

@@ -1,4 +1,5 @@
-"""A local stand-in for the Bot Connector service: records every activity a bot POSTs to it.
+"""A local stand-in for the Bot Connector service: records every activity a bot POSTs to it (messages, typing
+indicators, and the streamed updates and final messages of Teams streaming, each with its streaminfo entity).
 
 Point an incoming activity's `serviceUrl` at `FakeBotConnector.url` and the Teams adapter replies
 here instead of to Microsoft. It also serves files at download URLs, as Teams does for the files a user
@@ -47,6 +48,11 @@ class SentActivity:
     @property
     def text(self) -> str:
         return self.activity.get("text") or ""
+
+    @property
+    def stream_info(self) -> dict[str, Any] | None:
+        """The streaminfo entity of a streamed update or of a stream's final message; None outside a stream."""
+        return next((e for e in self.activity.get("entities") or [] if e.get("type") == "streaminfo"), None)
 
 
 class FakeBotConnector:

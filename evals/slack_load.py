@@ -1,7 +1,8 @@
 """Load benchmark for the Slack adapter: N signed app_mention events at once against the real bolt app.
 
 Measures how fast every event is acknowledged (Slack's limit: 3 s), that each question gets exactly one
-answer, and the latency from sending the event to Slack receiving chat.postMessage (p50/p95).
+answer, the latency from sending the event to Slack receiving chat.postMessage (p50/p95), and the latency to the
+first visible sign of work (the assistant status, a stream's start or the progress reaction; p50/p95).
 
     run(args)                # the real AnswerService, as bot.wiring builds it
     run(args, service=svc)   # any AnswerService
@@ -20,6 +21,8 @@ from evals.metrics import percentile
 
 ACK_LIMIT_S = 3.0
 LOAD_CHANNEL = "CLOAD0001"
+# The calls that first show an asker the bot is working on their question.
+SIGNS_OF_WORK = ("assistant.threads.setStatus", "chat.startStream", "reactions.add")
 QUESTIONS = (
     "When must a personal data breach be notified to the supervisory authority?",
     "What is personal data?",
@@ -76,9 +79,11 @@ async def _benchmark(service: AnswerService, n: int, timeout_s: float) -> dict:
         for call in slack.fake.calls_to("chat.postMessage", _in_load):
             posts_by_thread[call.params.get("thread_ts", "")].append(call)
         wall_s = time.monotonic() - started
+        first_signs = _first_signs_of_work(slack.fake.calls)
 
     ack_s = [elapsed for _, elapsed in acks]
     latencies = [min(c.at for c in posts_by_thread[ts]) - sent_at[ts] for ts in threads if posts_by_thread[ts]]
+    sign_latencies = [first_signs[ts] - sent_at[ts] for ts in threads if ts in first_signs]
     answers = {ts: _answers_in(posts_by_thread[ts]) for ts in threads}
     return {
         "n": n,
@@ -95,12 +100,28 @@ async def _benchmark(service: AnswerService, n: int, timeout_s: float) -> dict:
         "p50_ms": round(percentile(latencies, 50) * 1000, 1) if latencies else None,
         "p95_ms": round(percentile(latencies, 95) * 1000, 1) if latencies else None,
         "max_ms": round(max(latencies) * 1000, 1) if latencies else None,
+        "p50_first_sign_ms": round(percentile(sign_latencies, 50) * 1000, 1) if sign_latencies else None,
+        "p95_first_sign_ms": round(percentile(sign_latencies, 95) * 1000, 1) if sign_latencies else None,
         "wall_s": round(wall_s, 2),
     }
 
 
 def _in_load(params: dict) -> bool:
     return params.get("channel") == LOAD_CHANNEL
+
+
+def _first_signs_of_work(calls: list[Call]) -> dict[str, float]:
+    """When each load thread first showed a sign of work, by its thread_ts."""
+    first: dict[str, float] = {}
+    for call in calls:
+        params = call.params
+        # setStatus names the channel `channel_id`; a reaction names its message `timestamp` (the mention's ts).
+        if call.method not in SIGNS_OF_WORK or params.get("channel_id", params.get("channel")) != LOAD_CHANNEL:
+            continue
+        thread = params.get("thread_ts") or params.get("timestamp")
+        if thread:
+            first[thread] = min(call.at, first.get(thread, call.at))
+    return first
 
 
 async def _wait_for_replies(slack: LoopbackSlack, threads: set[str], timeout_s: float) -> None:
@@ -118,13 +139,14 @@ def _answers_in(posts: list[Call]) -> int:
     return footers if footers else len(posts)
 
 
-
 def _summary(result: dict) -> str:
     return (
         f"slack-load: {result['n']} mentions · acked {result['acked_200']}/{result['n']} "
         f"(max {result['max_ack_ms']} ms, within 3 s: {result['all_acked_within_3s']}) · "
         f"answered exactly once {result['answered_exactly_once']}/{result['n']} · "
-        f"event→chat.postMessage p50 {result['p50_ms']} ms, p95 {result['p95_ms']} ms\n" + json.dumps(result)
+        f"event→chat.postMessage p50 {result['p50_ms']} ms, p95 {result['p95_ms']} ms · "
+        f"event→first sign of work p50 {result['p50_first_sign_ms']} ms, p95 {result['p95_first_sign_ms']} ms\n"
+        + json.dumps(result)
     )
 
 

@@ -5,7 +5,6 @@ of the model."""
 from __future__ import annotations
 
 import json
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,12 +12,9 @@ import pytest
 
 from adapters import wording
 from adapters.prompts import example_questions
-from core.assistant import Assistant
 from core.audit import AuditLog
-from core.extractive import ExtractiveGenerator
-from core.llm import GroqGenerator, chat_groq
 from core.models import Stage, Statement
-from evals.fake_llm import FakeLLM, Reply
+from evals.fake_llm import Reply
 from evals.fake_slack import (
     LoopbackSlack,
     assistant_thread_started,
@@ -28,20 +24,12 @@ from evals.fake_slack import (
     mention,
 )
 from tests.fake_service import FakeAnswerService
-from tests.helpers import bounded
+from tests.helpers import QUESTION, UNVERIFIED, VERIFIED, bounded, llm_mode
 
 CHANNEL = "C00000001"
 DM = "D00000001"
 USER = "U00000001"
 ROOT = "1700000000.000100"
-QUESTION = "How quickly must a personal data breach be reported?"
-VERIFIED = {"text": ("The controller must notify the supervisory authority within 72 hours of becoming aware of "
-                     "the breach."),
-            "source": "Art. 33(1)",
-            "quote": ("the controller shall without undue delay and, where feasible, not later than 72 hours after "
-                      "having become aware of it, notify the personal data breach to the supervisory authority")}
-UNVERIFIED = {"text": "Late notification is fined with exactly 50 million euros.", "source": "Art. 33(1)",
-              "quote": "a fine of 50 000 000 EUR for every late notification"}
 
 scenario = bounded(timeout_s=30)
 
@@ -178,16 +166,6 @@ async def test_an_answer_longer_than_a_message_finishes_the_stream_and_continues
 
 
 # --- LLM mode: the real assistant, a local fake of the model --------------------------------------------------
-
-
-@contextmanager
-def llm_mode(components, replies: list[Reply], audit: AuditLog | None = None):
-    """The assistant in LLM mode, the model played by a local OpenAI-compatible fake."""
-    with FakeLLM(replies) as llm:
-        generator = GroqGenerator(chat_groq("test-key", "llama-test", llm.url, 10.0), ExtractiveGenerator(),
-                                  sleep=lambda _: None)
-        yield Assistant(components.retriever, generator, components.abstention, verifier=components.verifier,
-                        fallback=ExtractiveGenerator(), audit=audit)
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from adapters import wording
 from adapters.conversation import Conversation
 from adapters.teams import TeamsConfig, build_teams_app
 from bot.settings import SettingsError, load_settings
+from bot.wiring import teams_config
 from core.models import Turn
 from core.service import RateLimited
 from evals.fake_bot_connector import FakeBotConnector, SentActivity
@@ -61,10 +62,12 @@ class Harness:
 @asynccontextmanager
 async def running_bot(config: TeamsConfig | None = None, service: FakeAnswerService | None = None,
                       connector: FakeBotConnector | None = None, documents: Any = None,
-                      **app_options: Any) -> AsyncIterator[Harness]:
+                      conversation: Conversation | None = None, **app_options: Any) -> AsyncIterator[Harness]:
+    """`conversation`: the bot's own (the real assistant, stored history), instead of one over `service`."""
     service = service or FakeAnswerService()
     async with connector or FakeBotConnector() as connector, aiohttp.ClientSession() as http:
-        app = build_teams_app(config or TeamsConfig(), Conversation(service, documents), **app_options)
+        app = build_teams_app(config or TeamsConfig(), conversation or Conversation(service, documents),
+                              **app_options)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -352,3 +355,8 @@ def test_refuses_to_serve_beyond_loopback_without_credentials() -> None:
 def test_incomplete_credentials_are_refused(settings: dict[str, str], variable: str) -> None:
     with pytest.raises(SettingsError, match=f"^Invalid setting {variable}: [^\\n]+$"):
         load_settings(**NO_CREDENTIALS | settings)
+
+
+def test_answers_are_streamed_only_in_llm_mode() -> None:
+    assert not teams_config(load_settings(**NO_CREDENTIALS | {"GROQ_API_KEY": ""})).streaming
+    assert teams_config(load_settings(**NO_CREDENTIALS | {"GROQ_API_KEY": "gsk-test"})).streaming

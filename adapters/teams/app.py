@@ -30,12 +30,14 @@ SHUTDOWN_GRACE_S = 10.0
 @dataclass(frozen=True)
 class TeamsConfig:
     """The Bot Framework credentials; `bot.wiring` builds it from the settings, which check that they are
-    consistent. No app id: the SDK's unauthenticated mode (the Emulator on loopback)."""
+    consistent. No app id: the SDK's unauthenticated mode (the Emulator on loopback). `streaming`: answers in
+    personal chats are streamed (LLM mode)."""
 
     app_id: str | None = None
     app_password: str | None = None
     app_type: Literal["MultiTenant", "SingleTenant", "UserAssignedMSI"] = "MultiTenant"
     tenant_id: str | None = None
+    streaming: bool = False
 
 
 @dataclass(frozen=True)
@@ -137,8 +139,8 @@ def build_teams_app(config: TeamsConfig, conversation: Conversation, *,
                      config.tenant_id)
     auth = ConfigurationBotFrameworkAuthentication(sdk)
     authenticated = bool(config.app_id)
-    endpoint = _MessagesEndpoint(auth, CloudAdapter(auth), GdprTeamsBot(conversation, file_url_policy(authenticated)),
-                                 service_url_policy(authenticated))
+    bot = GdprTeamsBot(conversation, file_url_policy(authenticated), streaming=config.streaming)
+    endpoint = _MessagesEndpoint(auth, CloudAdapter(auth), bot, service_url_policy(authenticated))
     app = web.Application(client_max_size=MAX_BODY_BYTES)
     app.router.add_post("/api/messages", endpoint.handle)
     app.add_routes([healthz(health), *extra_routes])
