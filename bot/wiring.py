@@ -17,6 +17,7 @@ from core.embedding import Embedder
 from core.documents import DocumentLibrary
 from core.extractive import ExtractiveGenerator
 from core.fair_use import FairUse, SharedFairUse
+from core.language import detect_language
 from core.lexical import LexicalIndexes
 from core.library import Documents
 from core.llm import GroqGenerator, chat_groq
@@ -145,6 +146,9 @@ class Components:
 
     @cached_property
     def retriever(self) -> Retriever:
+        # The language model's unpacking needs twice its size for a moment: while little else is loaded, that
+        # moment is not the process's peak.
+        detect_language("What is personal data?")
         index = self.dense_index()
         retriever = Retriever(self.store, index.matrix(REGULATION_KINDS), self.embedder, self.reranker,
                               RetrievalConfig(), self.lexical, index.matrix([EXEMPLAR_KIND]))

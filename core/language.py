@@ -15,6 +15,7 @@ MIN_CONFIDENCE = 0.5
 def _identifier() -> LanguageIdentifier:
     identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
     identifier.set_languages([lang for lang in EU_LANGUAGES if lang in identifier.labels])
+    identifier._full_model = None  # all 97 languages (28 MB), kept only to restrict them again
     return identifier
 
 
