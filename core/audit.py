@@ -6,6 +6,8 @@ on the answering thread, committed before `record_*` returns; a store that is lo
 thread replays into the store in order once it can be written again. While anything waits in the spool the trail
 reports itself degraded (`health()`, shown on /healthz and /metrics), and new rows queue behind the spooled ones
 without waiting on the store. Only a row that could not even be spooled is lost, and it is counted and logged.
+
+The retry, the spool and its replay are one mechanism over one ordering of rows, so they stay in one module.
 """
 from __future__ import annotations
 

@@ -4,6 +4,8 @@ question → language → signals (dense over the English text and guide for Eng
 n-grams over the provisions and the guide in the question's language; the provisions it names) → z-score
 fusion with per-language weights and an article-level term → reranking → ranked provisions in the user's
 language.
+
+The weights, the signals and the fusion are kept in one module because they were tuned together.
 """
 from __future__ import annotations
 

@@ -10,6 +10,9 @@ paragraphs; `corpus/formex.py` documents how the text is rendered.
 Every language is parsed and checked before anything is written, and files are moved into place
 only once all are written, so a failed check leaves `--out` as it was. `--check` rebuilds in memory
 and compares byte for byte with `--out`.
+
+Its length is the sanity checks, one per property of the official text the corpus relies on; they are read
+together with the build they guard.
 """
 from __future__ import annotations
 

@@ -10,6 +10,9 @@ runs under a hard address-space limit and a wall-clock timeout, at a lower CPU p
 first page with more characters than any real page holds, or as soon as the document has more text or
 passages than allowed; whatever it hits comes back as a `DocumentRejected` with a one-line reason. The
 bot itself never imports PyMuPDF, and what it receives is bounded by the caps.
+
+The child's code and the parent's limits live in one module on purpose: what the child may do and what the
+parent enforces must change together.
 """
 from __future__ import annotations
 

@@ -6,6 +6,8 @@ done once answered; what a killed process left open is answered when the next on
 A file is an upload when it is sent to the bot in a DM, or shared in a channel by a message that mentions the
 bot. One share arrives as several events (a `message` of subtype `file_share`, an `app_mention`, `file_shared`),
 in any order: the first to claim the file indexes it and confirms in the share's thread.
+
+Every listener the manifest declares is here (tests/test_manifest.py checks them against each other).
 """
 from __future__ import annotations
 

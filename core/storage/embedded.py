@@ -2,6 +2,9 @@
 
 Every SQLite file is in WAL mode and written in autocommit, so a row is committed (and survives a killed
 process) before the call returns; readers (the audit export) neither wait for the writer nor hold it up.
+
+One module for the seven stores of `core.storage.base`, so that the embedded backend reads side by side with
+`core.storage.postgres`, store for store.
 """
 from __future__ import annotations
 

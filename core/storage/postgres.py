@@ -3,6 +3,9 @@
 Each operation is one short transaction on a pooled autocommit connection. Times that replicas compare (leases,
 claim lifetimes, fair-use refills) come from the database's clock, so replicas on machines whose clocks disagree
 still agree. The schema is `core.storage.migrations`.
+
+One module for the seven stores of `core.storage.base` on one database: they share the pool, the clock and
+the error mapping, and splitting them would scatter the one place that says how this backend behaves.
 """
 from __future__ import annotations
 
