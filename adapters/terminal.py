@@ -9,29 +9,18 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TextIO
 
 from adapters import wording
+from adapters.conversation import Conversation
 from adapters.intents import (
-    AdminsOnly,
     Answered,
     Declined,
     DocumentList,
-    Failed,
-    FeedbackNotFound,
-    FeedbackRecorded,
-    FileNameMissing,
-    Forgotten,
     Help,
-    Indexed,
     Message,
-    NoSuchDocument,
-    NotDownloaded,
-    Rejected,
     Reply,
-    UploadRefused,
-    UploadsDisabled,
     no_history,
 )
-from adapters.conversation import Conversation
 from adapters.plain import render_plain
+from adapters.replies import one_line_reply
 from core.models import Answer, Asker
 
 CHAT_THREAD = "terminal"
@@ -50,31 +39,7 @@ def render(reply: Reply) -> str:
             lines = [f"- {wording.document_line(r.filename, r.pages, r.passages, r.uploader, r.uploaded_at[:10])}"
                      for r in records]
             return "\n".join([f"{wording.DOCUMENTS_HEADER} {wording.documents_header(len(records), 'cli')}", *lines])
-        case Rejected(reason=reason):
-            return wording.rejected(reason)
-        case Failed(reference=reference, task=task, subject=subject):
-            return wording.apology(reference, task.value, subject)
-        case Forgotten(record=record):
-            return wording.forgotten(record.filename)
-        case NoSuchDocument(filename=filename):
-            return wording.no_such_document(filename)
-        case AdminsOnly(action=action):
-            return wording.admins_only(action.value)
-        case Indexed(record=record):
-            return wording.indexed(record.filename, record.pages, record.passages)
-        case UploadRefused(reason=reason):
-            return reason
-        case NotDownloaded(filename=filename):
-            return wording.not_downloaded(filename, "cli")
-        case FileNameMissing():
-            return wording.FILE_NAME_MISSING
-        case UploadsDisabled():
-            return wording.UPLOADS_DISABLED
-        case FeedbackRecorded():
-            return wording.FEEDBACK_RECORDED
-        case FeedbackNotFound():
-            return wording.FEEDBACK_NOT_FOUND
-    raise TypeError(f"not a reply: {reply!r}")
+    return one_line_reply(reply, "cli")
 
 
 def answer_json(answer: Answer) -> dict:

@@ -10,24 +10,13 @@ from urllib.parse import urlsplit
 
 from adapters import markdown, wording
 from adapters.intents import (
-    AdminsOnly,
     Answered,
     Declined,
     DocumentList,
-    Failed,
-    FeedbackNotFound,
-    FeedbackRecorded,
-    FileNameMissing,
-    Forgotten,
     Help,
-    Indexed,
-    NoSuchDocument,
-    NotDownloaded,
-    Rejected,
     Reply,
-    UploadRefused,
-    UploadsDisabled,
 )
+from adapters.replies import one_line_reply
 from adapters.slack.blocks import (
     MAX_FALLBACK_CHARS,
     MAX_TEXT_CHARS,
@@ -94,34 +83,10 @@ def render(reply: Reply, *, asked_by: str | None = None) -> list[SlackMessage]:
 
 def _reply_text(reply: Reply) -> str:
     """The mrkdwn of a reply that is a single short message."""
-    match reply:
-        case Help():
-            return _help_text()
-        case Rejected(reason=reason):
-            return escape(wording.rejected(reason))
-        case Failed(reference=reference, task=task, subject=subject):
-            return ":warning: " + wording.apology(f"`{reference}`", task.value, escape(subject))
-        case Forgotten(record=record):
-            return wording.forgotten(escape(record.filename))
-        case NoSuchDocument(filename=filename):
-            return wording.no_such_document(escape(filename))
-        case AdminsOnly(action=action):
-            return wording.admins_only(action.value)
-        case Indexed(record=record):
-            return wording.indexed(escape(record.filename), record.pages, record.passages)
-        case UploadRefused(reason=reason):
-            return escape(reason)
-        case NotDownloaded(filename=filename):
-            return ":warning: " + wording.not_downloaded(escape(filename), "slack")
-        case FileNameMissing():
-            return wording.FILE_NAME_MISSING
-        case UploadsDisabled():
-            return wording.UPLOADS_DISABLED
-        case FeedbackRecorded():
-            return wording.FEEDBACK_RECORDED
-        case FeedbackNotFound():
-            return wording.FEEDBACK_NOT_FOUND
-    raise TypeError(f"not a single-message reply: {reply!r}")
+    if isinstance(reply, Help):
+        return _help_text()
+    return one_line_reply(reply, "slack", escape=escape, code=lambda reference: f"`{reference}`",
+                          warning=":warning: ")
 
 
 def _help_text() -> str:

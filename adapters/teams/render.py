@@ -12,26 +12,15 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from adapters import wording
-from adapters.markdown import escape, link
 from adapters.intents import (
-    AdminsOnly,
     Answered,
     Declined,
     DocumentList,
-    Failed,
-    FeedbackNotFound,
-    FeedbackRecorded,
-    FileNameMissing,
-    Forgotten,
     Help,
-    Indexed,
-    NoSuchDocument,
-    NotDownloaded,
-    Rejected,
     Reply,
-    UploadRefused,
-    UploadsDisabled,
 )
+from adapters.markdown import escape, link
+from adapters.replies import one_line_reply
 from core.models import Citation, Statement
 
 # Teams renders at most 20 citations per message and cuts abstracts at 160 characters and names at 80.
@@ -69,31 +58,7 @@ def _reply_text(reply: Reply) -> str:
             items = [f"- {wording.document_line(escape(r.filename), r.pages, r.passages, escape(r.uploader), r.uploaded_at[:10])}"
                      for r in records]
             return f"**{wording.DOCUMENTS_HEADER}** {wording.documents_header(len(records), 'teams')}\n\n" + "\n".join(items)
-        case Rejected(reason=reason):
-            return wording.rejected(reason)
-        case Failed(reference=reference, task=task, subject=subject):
-            return wording.apology(reference, task.value, escape(subject))
-        case Forgotten(record=record):
-            return wording.forgotten(escape(record.filename))
-        case NoSuchDocument(filename=filename):
-            return wording.no_such_document(escape(filename))
-        case AdminsOnly(action=action):
-            return wording.admins_only(action.value)
-        case Indexed(record=record):
-            return wording.indexed(escape(record.filename), record.pages, record.passages)
-        case UploadRefused(reason=reason):
-            return escape(reason)
-        case NotDownloaded(filename=filename):
-            return wording.not_downloaded(escape(filename), "teams")
-        case FileNameMissing():
-            return wording.FILE_NAME_MISSING
-        case UploadsDisabled():
-            return wording.UPLOADS_DISABLED
-        case FeedbackRecorded():
-            return wording.FEEDBACK_RECORDED
-        case FeedbackNotFound():
-            return wording.FEEDBACK_NOT_FOUND
-    raise TypeError(f"not a reply: {reply!r}")
+    return one_line_reply(reply, "teams", escape=escape)
 
 
 def render_answer(reply: Answered | Declined, *, with_card: bool) -> TeamsMessage:
