@@ -64,6 +64,17 @@ def service(components):
     return components.service
 
 
+@pytest.fixture
+def audited(components, tmp_path):
+    """The real assistant writing to an audit trail of the test's own, and that trail."""
+    from core.audit import AuditLog
+
+    components.retriever
+    audit = AuditLog(tmp_path / "audit.sqlite3")
+    yield components.assistant(audit=audit), audit
+    audit.close()
+
+
 @pytest.fixture(scope="module")
 def documents(components, request):
     """Uploads on the session's index, with the test module's `ADMIN` allowed to add documents."""

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
 from adapters import wording
 from adapters.prompts import example_questions
-from core.audit import AuditLog
 from core.models import Stage, Statement
 from evals.fake_llm import Reply
 from evals.fake_slack import (
@@ -205,14 +203,6 @@ async def test_an_expired_stream_is_replaced_by_the_verified_answer_with_chat_up
 
 
 # --- feedback ---------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def audited(components, tmp_path: Path):
-    components.retriever
-    audit = AuditLog(tmp_path / "audit.sqlite3")
-    yield components.assistant(audit=audit), audit
-    audit.close()
 
 
 @pytest.mark.parametrize("button, recorded", [("positive_button", "up"), ("negative_button", "down")])

@@ -94,11 +94,8 @@ def test_when_every_llm_citation_is_rejected_the_extractive_answer_is_shown_with
 
 
 @bounded(timeout_s=60)
-async def test_feedback_for_an_answer_that_does_not_exist_is_not_recorded(components, tmp_path):
-    from core.audit import AuditLog
-
-    audit = AuditLog(tmp_path / "audit.sqlite3")
-    assistant = components.assistant(audit=audit)
+async def test_feedback_for_an_answer_that_does_not_exist_is_not_recorded(audited):
+    assistant, audit = audited
     async with LoopbackSlack(assistant) as slack:
         await slack.post(button_body(FEEDBACK, feedback_value("no-such-answer", True), element="feedback_buttons",
                                      response_url=slack.fake.response_url()))

@@ -15,7 +15,6 @@ import pytest
 from adapters import wording
 from adapters.conversation import Conversation
 from adapters.teams import TeamsConfig
-from core.audit import AuditLog
 from core.models import Stage
 from core.storage import embedded_storage
 from evals.fake_bot_connector import FakeBotConnector, SentActivity
@@ -118,14 +117,6 @@ async def test_a_second_question_while_the_chat_streams_gets_a_plain_message():
         assert first.stream_info["streamType"] == "final"
         # The second question showed only the plain typing indicator.
         assert sum(a.type == "typing" and a.stream_info is None for a in bot.connector.sent) == 1
-
-
-@pytest.fixture
-def audited(components, tmp_path: Path):
-    components.retriever
-    audit = AuditLog(tmp_path / "audit.sqlite3")
-    yield components.assistant(audit=audit), audit
-    audit.close()
 
 
 @pytest.mark.parametrize("reaction, recorded", [("like", "up"), ("dislike", "down")])
