@@ -9,7 +9,7 @@ def render_plain(answer: Answer) -> str:
     """Each statement with its verified quotes and links; a declined answer says why; notices last."""
     lines: list[str] = []
     if answer.abstention is not None:
-        lines.append(f"{wording.DECLINED_HEADER}: {wording.declined(answer.abstention.reason, answer.abstention.missing)}")
+        lines.append(f"{wording.DECLINED_HEADER}. {wording.declined(answer.abstention.reason, answer.abstention.missing)}")
     for statement in answer.statements:
         lines += _statement_lines(statement)
     if answer.related:

@@ -3,7 +3,9 @@ and in legal words, in every official language (`corpus/guides/<lang>_<n>.jsonl`
 help find a provision and are never quoted or cited.
 
 Every other language's `<lang>_1` and `<lang>_2` are written after the English passes ENGLISH_PASSES names,
-entry by entry, which is what aligns a language's guide with the English one.
+entry by entry, which is what aligns a language's guide with the English one. A `<lang>_3` (a situation, an
+everyday question and one in the Regulation's terms per provision, written natively from that language's text)
+is searched like the others but aligns with nothing, so the lexicon does not learn from it.
 """
 from __future__ import annotations
 

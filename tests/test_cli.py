@@ -71,3 +71,10 @@ def test_a_line_that_is_not_utf8_is_reported_and_the_batch_goes_on(components, d
     first, broken, last = [json.loads(line) for line in result.stdout.splitlines()]
     assert first["citations"][0]["provision"] == "Art. 4(7)" and last["citations"][0]["provision"] == "Art. 4(8)"
     assert broken == {"question": None, "error": "line 2 is not UTF-8 text; skipped"}
+
+
+def test_a_provision_that_does_not_exist_is_one_plain_sentence_in_the_terminal(components, data_dir):
+    components.prepare()
+    result = run(["ask", "What does Article 104 say?"], data_dir)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("The Regulation doesn't cover this. The GDPR has 99 articles: there is no Article 104.")
