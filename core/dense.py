@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -123,7 +124,8 @@ class VectorCollection:
             return False
         self.drop()
         self._collection = self._create(expected)
-        self.add(entries, progress=progress)
+        # A build comes before any question is served, so it may have every core.
+        self.add(entries, progress=progress, workers=len(os.sched_getaffinity(0)))
         return True
 
     def open_or_create(self) -> None:
@@ -152,10 +154,11 @@ class VectorCollection:
             self._client.delete_collection(self.name)
         self._collection = None
 
-    def add(self, entries: Sequence[Entry], *, extra: Mapping[str, str | int] | None = None, progress: bool = False) -> None:
+    def add(self, entries: Sequence[Entry], *, extra: Mapping[str, str | int] | None = None, progress: bool = False,
+            workers: int = 1) -> None:
         if not entries:
             return
-        vectors = self._embedder.embed([e.text for e in entries], progress=progress)
+        vectors = self._embedder.embed([e.text for e in entries], progress=progress, workers=workers)
         seen: dict[tuple[str, str], int] = {}
         ids = []
         for e in entries:

@@ -164,10 +164,11 @@ class Embedder:
         with self._turns.hold(_Turns.UPLOAD):
             return len(self._model.tokenizer.tokenize(text))
 
-    def embed(self, texts: list[str], *, progress: bool = False) -> np.ndarray:
+    def embed(self, texts: list[str], *, progress: bool = False, workers: int = 1) -> np.ndarray:
         """A few texts are a question's; more are an upload's (or the index build's), embedded in batches of
         similar length, at most about UPLOAD_BATCH_CHARS characters with padding, so that another upload
-        waits for one batch, not for the whole document."""
+        waits for one batch, not for the whole document. `workers` > 1 runs that many batches at once, one
+        per core: only for the index build, which no question waits beside."""
         if len(texts) <= QUESTION_TEXTS:
             with self._questions:
                 return self._encode(texts, _Turns.QUESTION)
@@ -178,13 +179,20 @@ class Embedder:
             size = max(1, min(BATCH, UPLOAD_BATCH_CHARS // longest))
             batches.append(order[start:start + size])
             start += size
-        if progress:
-            from tqdm import tqdm
 
-            batches = tqdm(batches, unit="batch", desc="Embedding")
-        vectors = np.zeros((len(texts), self._dimension), dtype=np.float32)
-        for batch in batches:
-            vectors[batch] = self._uploads.submit(self._encode, [texts[i] for i in batch], _Turns.UPLOAD).result()
+        def encode(batch: list[int]) -> np.ndarray:
+            return self._encode([texts[i] for i in batch], _Turns.UPLOAD)
+
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="embed-build") if workers > 1 else nullcontext() as pool:
+            # One batch at a time on the upload thread: another upload's next batch can come between two of ours.
+            embedded = pool.map(encode, batches) if pool else (self._uploads.submit(encode, b).result() for b in batches)
+            if progress:
+                from tqdm import tqdm
+
+                embedded = tqdm(embedded, total=len(batches), unit="batch", desc="Embedding")
+            vectors = np.zeros((len(texts), self._dimension), dtype=np.float32)
+            for batch, batch_vectors in zip(batches, embedded):
+                vectors[batch] = batch_vectors
         return vectors
 
     def embed_one(self, text: str) -> np.ndarray:

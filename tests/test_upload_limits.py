@@ -246,6 +246,7 @@ def test_uploads_and_questions_get_the_same_vectors(embedder):
     alone = np.stack([embedder.embed_one(t) for t in texts])
     assert together.shape == (len(texts), 384) and together.dtype == np.float32
     assert np.abs(together - alone).max() < 1e-5
+    assert np.abs(embedder.embed(texts, workers=2) - together).max() < 1e-5  # the index build's way
     assert embedder.embed([]).shape == (0, 384)
 
 
