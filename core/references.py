@@ -4,9 +4,10 @@
 knows the article word before the number ("Article 33(1)", "Artikel 33 Absatz 1", "čl. 33 odst. 1",
 "άρθρο 33 παράγραφος 1", "articolul 33 alineatul (1)") and after it ("33 artiklan 1 kohta", "33. cikk (1)
 bekezdés", "33. panta 1. punkts", "33 straipsnio 1 dalis", "33. člen"), paragraphs and points in the same
-orders, lists and ranges of articles ("Articles 13 and 14", "Articles 15 to 22"), and the solid shorthand
-"83(5)". A number in parentheses on its own ("(2)") is never a reference, nor an article of another act
-("Article 29 of Directive 95/46/EC", "Article 16 TFEU").
+orders or before the article ("paragraph 6 of Article 33", "n.º 6 do artigo 33.º"), lists and ranges of
+articles ("Articles 13 and 14", "Articles 15 to 22"), and the solid shorthand "83(5)". A number in
+parentheses on its own ("(2)") is never a reference, nor an article of another act ("Article 29 of
+Directive 95/46/EC", "Article 16 TFEU").
 
 `Structure` knows what exists, so that a reference resolves to the provision ids it names, or to what is
 missing ("Article 33 has 5 paragraphs").
@@ -22,7 +23,7 @@ ARTICLES = 99
 _LETTER = r"(?:στ|[a-zα-ωа-яј])"
 # The article word when it comes before the number, in every official language (and the usual abbreviations).
 _ARTICLE_BEFORE = (
-    r"art(?:icle|icles|ikel|ikels|iklen|ikkel|ikli|iklid|íc?ulos?|iculos?|igos?|icol[oi]|icolul|icolele|ykuł|ykuły|ykul|"
+    r"art(?:icle|icles|ikel|ikels|iklen|ikkel|ikli|iklid|íc?ulos?|iculos?|igos?|icol[oi]|icolul|icolului|icolele|ykuł|ykuły|ykul|"
     r"ykułu|ikolu|ikoli|\.)?s?|airteagal|airt\.|άρθρ(?:ο|ου|α|ων)|άρθ\.|член|чл\.|čl(?:an(?:a)?k|ank[ua]|en[au]?|\.)|"
     r"článek|článku|článok|článkov|članka|člena"
 )
@@ -42,7 +43,7 @@ _POINT_AFTER = r"pont\w*|alakoh\w*|punkt\w*|apakšpunkt\w*|alapunkt\w*"
 _AND = r"(?:,|and|und|et|y|e|en|och|og|i|a|ja|ir|és|un|u|și|и|και|agus|&)"
 _TO = r"(?:to|bis|à|a|al|till|til|do|až|-|–|ig|iki|līdz|έως|до|go|sa|sal)"
 
-_NUMBER = r"(\d{1,3})(?!\d)(?:\s*\.?\s*[ºo°](?!\w)|\.(?!\d))?"
+_NUMBER = r"(?P<article>\d{1,3})(?!\d)(?:\s*\.?\s*[ºo°](?!\w)|\.(?!\d))?"
 _PARAGRAPH = (
     r"(?:\s*\(\s*(?P<p1>\d{1,2})\s*\)(?:\s*(?:" + _PARAGRAPH_AFTER + r"))?"  # 33(1), 33 (1), (1) bekezdés
     r"|\.(?P<p2>\d{1,2})(?!\d)"  # 33.1
@@ -57,13 +58,23 @@ _POINT = (
     r"|\.(?P<q5>" + _LETTER + r")(?!\w))"  # 6.1.f
 )
 _TAIL = r"(?:" + _PARAGRAPH + r"(?:" + _POINT + r")?)?"
+# Up to two short words between a paragraph or point and its article: "of", "de l'", "dell'", "του", "от".
+_OF = r"\s*,?\s+(?:[^\W\d]{1,4}(?:['’]\s*|\s+)){0,2}"
 _BEFORE = re.compile(
     r"(?<![\w])(?:" + _ARTICLE_BEFORE + r")\s*\.?\s*" + _NUMBER + _TAIL
     + r"(?P<more>(?:\s*" + _AND + r"\s*\d{1,3}(?![\d(]))+|\s*" + _TO + r"\s*\d{1,3}(?![\d(]))?",
     re.IGNORECASE)
+# The paragraph (and point) before the article: "paragraph 6 of Article 33", "n.º 6 do artigo 33.º",
+# "point (f) of Article 6(1)", "lettera f) del paragrafo 1 dell'articolo 6".
+_FIRST = re.compile(
+    r"(?<![\w])(?=(?:" + _POINT_BEFORE + r"|" + _PARAGRAPH_BEFORE + r")\W)"
+    r"(?:(?:" + _POINT_BEFORE + r")\s*\(?\s*(?P<q6>" + _LETTER + r")\s*\)?(?!\w)" + _OF + r")?"
+    r"(?:(?:" + _PARAGRAPH_BEFORE + r")\s*\(?\s*(?P<p5>\d{1,2})\s*\)?\.?(?!\d)" + _OF + r")?"
+    r"(?:" + _ARTICLE_BEFORE + r")\s*\.?\s*" + _NUMBER + _TAIL,
+    re.IGNORECASE)
 _AFTER = re.compile(r"(?<![\w.])" + _NUMBER + r"\s*\.?\s*(?:" + _ARTICLE_AFTER + r")" + _TAIL, re.IGNORECASE)
 # The shorthand "83(5)", "6(1)(f)": only written solid, so that a numbered list item "(2)" is never one.
-_COMPACT = re.compile(r"(?<![\w.(/-])(\d{1,2})\((?P<p1>\d{1,2})\)(?:\((?P<q1>" + _LETTER + r")\))?(?![\w(])",
+_COMPACT = re.compile(r"(?<![\w.(/-])(?P<article>\d{1,2})\((?P<p1>\d{1,2})\)(?:\((?P<q1>" + _LETTER + r")\))?(?![\w(])",
                       re.IGNORECASE)
 # A reference followed by another act names that act's article ("Article 29 of Directive 95/46/EC",
 # "Article 16 TFEU", "the Article 29 Working Party"), not this Regulation's.
@@ -115,9 +126,11 @@ def find_references(text: str) -> list[Reference]:
     """Every provision the text refers to, in the order written (a list or range of articles gives each)."""
     found: list[Reference] = []
     taken: list[tuple[int, int]] = []
-    for pattern in (_BEFORE, _AFTER, _COMPACT):
+    for pattern in (_FIRST, _BEFORE, _AFTER, _COMPACT):
         for match in pattern.finditer(text):
             if any(start < match.end() and match.start() < end for start, end in taken):
+                continue
+            if pattern is _FIRST and _follows_a_reference(text, match.start()):
                 continue
             taken.append(match.span())
             if _OTHER_ACT.match(text, match.end()):
@@ -126,11 +139,17 @@ def find_references(text: str) -> list[Reference]:
     return sorted(found, key=lambda r: r.span)
 
 
+def _follows_a_reference(text: str, start: int) -> bool:
+    """A paragraph or point right after a reference belongs to it ("Art. 6 Abs. 1 lit. f und Art. 9 Abs. 2")."""
+    before = text[max(0, start - 60):start]
+    return any(m.end() >= len(before) - 3 for p in (_BEFORE, _AFTER, _COMPACT) for m in p.finditer(before))
+
+
 def _refs(match: re.Match) -> list[ProvisionRef]:
     groups = match.groupdict()
-    article = int(match.group(1))
-    paragraph = next((int(groups[g]) for g in ("p1", "p2", "p3", "p4") if groups.get(g)), None)
-    point = next((groups[g].lower() for g in ("q1", "q2", "q3", "q4", "q5") if groups.get(g)), None)
+    article = int(match.group("article"))
+    paragraph = next((int(groups[g]) for g in ("p5", "p1", "p2", "p3", "p4") if groups.get(g)), None)
+    point = next((groups[g].lower() for g in ("q6", "q1", "q2", "q3", "q4", "q5") if groups.get(g)), None)
     refs = [ProvisionRef(article, paragraph, point)]
     more = groups.get("more")
     if more:

@@ -22,8 +22,9 @@ _SNOWBALL = {
     "sv": "swedish",
 }
 
-# Bumped whenever tokenize() or char_ngrams() change what they return, so stored BM25 indexes are rebuilt.
-TOKENIZER_VERSION = 3
+# Bumped whenever tokenize() or char_ngrams() change what they return (find_references included: a reference
+# is one token), so stored BM25 indexes are rebuilt.
+TOKENIZER_VERSION = 4
 
 _QUOTES = str.maketrans({
     "‘": "'", "’": "'", "‚": "'", "‛": "'", "′": "'", "“": '"', "”": '"', "„": '"', "‟": '"',

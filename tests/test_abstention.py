@@ -41,6 +41,8 @@ def decide(policy, retriever, question):
     ("Mitä 120 artikla sanoo?", Missing.ARTICLE, 99),
     ("Mit mond a 10. cikk (2) bekezdés?", Missing.PARAGRAPH, 0),
     ("What is defined in Article 4(27)?", Missing.PARAGRAPH, 26),
+    ("O que diz o n.º 6 do artigo 33.º do RGPD sobre notificações tardias?", Missing.PARAGRAPH, 5),
+    ("¿Qué establece el apartado 4 del artículo 17 del RGPD?", Missing.PARAGRAPH, 3),
 ])
 def test_a_provision_that_does_not_exist_is_declined_naming_what_exists(policy, retriever, question, missing, existing):
     abstention = decide(policy, retriever, question)

@@ -42,6 +42,24 @@ def test_reference_forms_of_every_official_language(text, expected):
     assert [str(r.ref) for r in find_references(text)] == [expected]
 
 
+@pytest.mark.parametrize("text, expected", [
+    ("What does paragraph 6 of Article 33 say?", ["Art. 33(6)"]),
+    ("O que diz o n.º 6 do artigo 33.º do RGPD?", ["Art. 33(6)"]),
+    ("¿Qué dice el apartado 6 del artículo 33?", ["Art. 33(6)"]),
+    ("Cosa prevede la lettera f) del paragrafo 1 dell'articolo 6?", ["Art. 6(1)(f)"]),
+    ("le paragraphe 6 de l'article 33", ["Art. 33(6)"]),
+    ("Absatz 6 des Artikels 33", ["Art. 33(6)"]),
+    ("alineatul (6) al articolului 33", ["Art. 33(6)"]),
+    ("παράγραφος 6 του άρθρου 33", ["Art. 33(6)"]),
+    ("point (z) of Article 6(1)", ["Art. 6(1)(z)"]),
+    ("art. 6 ust. 1 lit. f i art. 9 ust. 2", ["Art. 6(1)(f)", "Art. 9(2)"]),
+    ("Article 6 paragraph 1 and Article 9 paragraph 2", ["Art. 6(1)", "Art. 9(2)"]),
+    ("Does paragraph 2 of our policy meet Article 6?", ["Art. 6"]),
+])
+def test_a_paragraph_or_point_written_before_its_article(text, expected):
+    assert [str(r.ref) for r in find_references(text)] == expected
+
+
 def test_lists_and_ranges_of_articles():
     assert [str(r.ref) for r in find_references("Articles 15 to 18 and Articles 77, 78 and 79")] == [
         "Art. 15", "Art. 16", "Art. 17", "Art. 18", "Art. 77", "Art. 78", "Art. 79"]
