@@ -6,7 +6,7 @@ import itertools
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -183,16 +183,20 @@ class Embedder:
         def encode(batch: list[int]) -> np.ndarray:
             return self._encode([texts[i] for i in batch], _Turns.UPLOAD)
 
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="embed-build") if workers > 1 else nullcontext() as pool:
-            # One batch at a time on the upload thread: another upload's next batch can come between two of ours.
-            embedded = pool.map(encode, batches) if pool else (self._uploads.submit(encode, b).result() for b in batches)
-            if progress:
-                from tqdm import tqdm
+        if workers > 1:
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="embed-build") as build:
+                return self._gather(len(texts), batches, build.map(encode, batches), progress)
+        # One batch at a time on the upload thread: another upload's next batch can come between two of ours.
+        return self._gather(len(texts), batches, (self._uploads.submit(encode, b).result() for b in batches), progress)
 
-                embedded = tqdm(embedded, total=len(batches), unit="batch", desc="Embedding")
-            vectors = np.zeros((len(texts), self._dimension), dtype=np.float32)
-            for batch, batch_vectors in zip(batches, embedded):
-                vectors[batch] = batch_vectors
+    def _gather(self, n: int, batches: list[list[int]], embedded: Iterable[np.ndarray], progress: bool) -> np.ndarray:
+        if progress:
+            from tqdm import tqdm
+
+            embedded = tqdm(embedded, total=len(batches), unit="batch", desc="Embedding")
+        vectors = np.zeros((n, self._dimension), dtype=np.float32)
+        for batch, batch_vectors in zip(batches, embedded):
+            vectors[batch] = batch_vectors
         return vectors
 
     def embed_one(self, text: str) -> np.ndarray:
