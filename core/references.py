@@ -124,25 +124,20 @@ class Reference:
 
 def find_references(text: str) -> list[Reference]:
     """Every provision the text refers to, in the order written (a list or range of articles gives each)."""
+    matches = {pattern: list(pattern.finditer(text)) for pattern in (_FIRST, _BEFORE, _AFTER, _COMPACT)}
+    others = [m for pattern in (_BEFORE, _AFTER, _COMPACT) for m in matches[pattern]]
+    # A paragraph or point right after a reference belongs to it ("Art. 6 Abs. 1 lit. f und Art. 9 Abs. 2").
+    matches[_FIRST] = [m for m in matches[_FIRST] if not any(o.start() < m.start() <= o.end() + 3 for o in others)]
     found: list[Reference] = []
     taken: list[tuple[int, int]] = []
-    for pattern in (_FIRST, _BEFORE, _AFTER, _COMPACT):
-        for match in pattern.finditer(text):
-            if any(start < match.end() and match.start() < end for start, end in taken):
-                continue
-            if pattern is _FIRST and _follows_a_reference(text, match.start()):
-                continue
-            taken.append(match.span())
-            if _OTHER_ACT.match(text, match.end()):
-                continue
-            found.extend(Reference(ref, match.span()) for ref in _refs(match))
+    for match in (m for pattern_matches in matches.values() for m in pattern_matches):
+        if any(start < match.end() and match.start() < end for start, end in taken):
+            continue
+        taken.append(match.span())
+        if _OTHER_ACT.match(text, match.end()):
+            continue
+        found.extend(Reference(ref, match.span()) for ref in _refs(match))
     return sorted(found, key=lambda r: r.span)
-
-
-def _follows_a_reference(text: str, start: int) -> bool:
-    """A paragraph or point right after a reference belongs to it ("Art. 6 Abs. 1 lit. f und Art. 9 Abs. 2")."""
-    before = text[max(0, start - 60):start]
-    return any(m.end() >= len(before) - 3 for p in (_BEFORE, _AFTER, _COMPACT) for m in p.finditer(before))
 
 
 def _refs(match: re.Match) -> list[ProvisionRef]:
