@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any, Literal
 
 from aiohttp import web
@@ -24,6 +26,11 @@ from adapters.web import HealthDetails, UrlPolicy, healthz
 logger = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 256 * 1024  # inbound activities are a few KB; nothing near this is a chat message
+# An activity nests under ten deep. Past this, json.loads would recurse to the interpreter's limit, and a
+# finaliser that the collector runs down there fails while its own error is being formatted.
+MAX_JSON_DEPTH = 64
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 SHUTDOWN_GRACE_S = 10.0
 
 
@@ -118,9 +125,11 @@ async def _read_activity(request: web.Request) -> Activity:
     if request.content_type != "application/json":
         raise web.HTTPUnsupportedMediaType(text="Expected Content-Type: application/json.")
     body = await request.read()  # raises 413 beyond the app's client_max_size
+    if _nesting_depth(body) > MAX_JSON_DEPTH:
+        raise web.HTTPBadRequest(text=f"The body nests deeper than {MAX_JSON_DEPTH} levels.")
     try:
         payload = json.loads(body)
-    except (ValueError, RecursionError):  # RecursionError: arrays nested thousands deep
+    except ValueError:
         raise web.HTTPBadRequest(text="The body is not valid JSON.") from None
     if not isinstance(payload, dict):
         raise web.HTTPBadRequest(text="The body must be a JSON object (an activity).")
@@ -128,6 +137,11 @@ async def _read_activity(request: web.Request) -> Activity:
         return Activity().deserialize(payload)
     except Exception:  # msrest raises DeserializationError and, for some shapes, TypeError/AttributeError
         raise web.HTTPBadRequest(text="The body is not a valid activity.") from None
+
+
+def _nesting_depth(body: bytes) -> int:
+    brackets = _JSON_STRING.sub(b"", body).translate(None, _NOT_BRACKETS)
+    return max(accumulate(1 if b in b"[{" else -1 for b in brackets), default=0)
 
 
 def build_teams_app(config: TeamsConfig, conversation: Conversation, *,
