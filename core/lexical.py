@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from core.lemmas import lemma_files
 from core.provisions import ProvisionStore
 from corpus.guide import Guides
 from core.lexicon import Lexicon, aligned_segments, learn
@@ -193,7 +194,7 @@ class LexicalIndexes:
         directory.mkdir(parents=True, exist_ok=True)
         by_lang: dict[str, LanguageIndexes] = {}
         for lang in progress(store.languages):
-            sources = [store.corpus_file(lang), *guides.files(lang)]
+            sources = [store.corpus_file(lang), *guides.files(lang), *lemma_files(lang)]
             if lang != "en":
                 sources += [store.corpus_file("en"), *guides.aligned_files(lang)]
             stamp = _fingerprint(sources, lang)

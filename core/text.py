@@ -11,10 +11,12 @@ from functools import lru_cache
 import numpy as np
 import snowballstemmer
 
+from core.lemmas import lemmas
 from core.references import find_references, reference_tokens
 
-# Snowball has no stemmer for bg, lv, mt, sk, sl: those languages are matched on folded words and
-# character n-grams only. Croatian uses the Serbian stemmer (Latin script, same inflection).
+# Snowball has no stemmer for bg, lv, mt, sk, sl: the first four are lemmatised through the tables of
+# core/lemmas.py, Maltese (which simplemma lacks too) is matched on folded words and character n-grams only.
+# Croatian uses the Serbian stemmer (Latin script, same inflection).
 _SNOWBALL = {
     "cs": "czech", "da": "danish", "de": "german", "el": "greek", "en": "english", "es": "spanish",
     "et": "estonian", "fi": "finnish", "fr": "french", "ga": "irish", "hr": "serbian", "hu": "hungarian",
@@ -23,8 +25,8 @@ _SNOWBALL = {
 }
 
 # Bumped whenever tokenize() or char_ngrams() change what they return (find_references included: a reference
-# is one token), so stored BM25 indexes are rebuilt.
-TOKENIZER_VERSION = 4
+# is one token, and the lemma tables), so stored BM25 indexes are rebuilt.
+TOKENIZER_VERSION = 5
 
 _QUOTES = str.maketrans({
     "‘": "'", "’": "'", "‚": "'", "‛": "'", "′": "'", "“": '"', "”": '"', "„": '"', "‟": '"',
@@ -77,6 +79,11 @@ _GROUPED_NUMBER = re.compile(r"\b\d{1,3}(?:[ \u00a0\u202f.,]\d{3})+\b")
 _WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*|\d+", re.UNICODE)
 
 
+def words(text: str) -> list[str]:
+    """The lower-cased words of `text` as the tokenizer splits them, before stemming."""
+    return _WORD.findall(unicodedata.normalize("NFKC", text).translate(_QUOTES).lower())
+
+
 # Snowball stemmers keep state while they work, so each thread gets its own.
 _local = threading.local()
 
@@ -105,10 +112,12 @@ def tokenize(text: str, lang: str = "en") -> list[str]:
     for start, end in sorted({r.span for r in references}, reverse=True):
         text = text[:start] + " " + text[end:]
     text = _GROUPED_NUMBER.sub(lambda m: " " + re.sub(r"\D", "", m.group(0)) + " ", text)
-    words = [w for w in _WORD.findall(text.lower())]
+    found = words(text)
     if _SNOWBALL.get(lang):
-        words = [_stem(lang, w) for w in words]
-    tokens.extend(strip_accents(w) for w in words)
+        found = [_stem(lang, w) for w in found]
+    elif lemma := lemmas(lang):
+        found = [lemma.get(w, w) for w in found]
+    tokens.extend(strip_accents(w) for w in found)
     return tokens
 
 
