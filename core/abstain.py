@@ -67,9 +67,13 @@ class ModelMismatch(RuntimeError):
 
 @dataclass(frozen=True)
 class AbstentionModel:
-    """Two logistic regressions over the standardised [embedding, evidence], as evals.train_abstention fits
-    them: one decides (answerable or not), the other names the kind of question it is when declined."""
+    """Two logistic regressions over the standardised [embedding's principal axes, evidence], as
+    evals.train_abstention fits them: one decides (answerable or not), the other names the kind of question it
+    is when declined. The embedding enters through a few axes of the training questions' own variation: read
+    whole, its 384 dimensions let the model learn the training kinds' wording rather than what they ask for."""
 
+    embedding_mean: np.ndarray
+    embedding_axes: np.ndarray  # axes × embedding dimensions
     mean: np.ndarray
     scale: np.ndarray
     decision: np.ndarray  # weights of P(answerable); the last element is the intercept
@@ -81,22 +85,29 @@ class AbstentionModel:
     @classmethod
     def load(cls, path: Path = MODEL_FILE) -> AbstentionModel:
         data = json.loads(Path(path).read_text("utf-8"))
-        return cls(np.array(data["mean"]), np.array(data["scale"]), np.array(data["decision"]),
-                   tuple(data["categories"]), np.array(data["category_weights"]), dict(data["thresholds"]),
-                   data["embedding_model"])
+        return cls(np.array(data["embedding_mean"]), np.array(data["embedding_axes"]), np.array(data["mean"]),
+                   np.array(data["scale"]), np.array(data["decision"]), tuple(data["categories"]),
+                   np.array(data["category_weights"]), dict(data["thresholds"]), data["embedding_model"])
 
     def to_json(self) -> dict:
-        return {"mean": self.mean.tolist(), "scale": self.scale.tolist(), "decision": self.decision.tolist(),
+        return {"embedding_mean": self.embedding_mean.tolist(), "embedding_axes": self.embedding_axes.tolist(),
+                "mean": self.mean.tolist(), "scale": self.scale.tolist(), "decision": self.decision.tolist(),
                 "categories": list(self.categories), "category_weights": self.category_weights.tolist(),
                 "thresholds": self.thresholds, "embedding_model": self.embedding_model}
 
+    def inputs(self, features: np.ndarray) -> np.ndarray:
+        """`features` (embedding, evidence) as the regressions read them: projected, then standardised."""
+        embedding, evidence = features[:-len(EVIDENCE_FEATURES)], features[-len(EVIDENCE_FEATURES):]
+        projected = np.concatenate([self.embedding_axes @ (embedding - self.embedding_mean), evidence])
+        return (projected - self.mean) / self.scale
+
     def answerable(self, features: np.ndarray) -> float:
         """P(answerable)."""
-        x = np.append((features - self.mean) / self.scale, 1.0)
+        x = np.append(self.inputs(features), 1.0)
         return float(1.0 / (1.0 + np.exp(-x @ self.decision)))
 
     def category_probabilities(self, features: np.ndarray) -> dict[str, float]:
-        x = np.append((features - self.mean) / self.scale, 1.0)
+        x = np.append(self.inputs(features), 1.0)
         logits = self.category_weights @ x
         exp = np.exp(logits - logits.max())
         return dict(zip(self.categories, (exp / exp.sum()).tolist()))
