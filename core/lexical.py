@@ -12,9 +12,12 @@ import hashlib
 import json
 import logging
 import math
+import multiprocessing
+import os
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -192,21 +195,49 @@ class LexicalIndexes:
              progress: Callable[[Iterable[str]], Iterable[str]] = iter) -> LexicalIndexes:
         """Open each language's stored indexes, building (and storing) those missing or out of date."""
         directory.mkdir(parents=True, exist_ok=True)
-        by_lang: dict[str, LanguageIndexes] = {}
-        for lang in progress(store.languages):
+        by_lang: dict[str, LanguageIndexes | None] = {}
+        stale: dict[str, tuple[Path, str]] = {}
+        for lang in store.languages:
             sources = [store.corpus_file(lang), *guides.files(lang), *lemma_files(lang)]
             if lang != "en":
                 sources += [store.corpus_file("en"), *guides.aligned_files(lang)]
             stamp = _fingerprint(sources, lang)
             path = directory / f"lexical-{lang}"
-            loaded = None if rebuild else _load(path, stamp, lang)
-            if loaded is None:
-                built = build_language(store, guides, lang)
-                _save(path, stamp, built)
-                # Another process building the same index at once may have replaced ours: the same content.
-                loaded = _load(path, stamp, lang) or built
-            by_lang[lang] = loaded
+            by_lang[lang] = None if rebuild else _load(path, stamp, lang)
+            if by_lang[lang] is None:
+                stale[lang] = (path, stamp)
+        for lang in progress(_build_and_save(store, guides, stale)):
+            path, stamp = stale[lang]
+            # Another process building the same index at once may have replaced ours: the same content.
+            by_lang[lang] = _load(path, stamp, lang)
+            if by_lang[lang] is None:
+                raise OSError(f"the lexical index {path} was built but cannot be read back")
         return cls(by_lang)
+
+
+def _build_and_save(store: ProvisionStore, guides: Guides, stale: Mapping[str, tuple[Path, str]]) -> Iterator[str]:
+    """Build and store the indexes of the `stale` languages, one process per core (tokenising is pure Python, so
+    threads would take turns), yielding each language as it is stored."""
+    workers = min(len(stale), len(os.sched_getaffinity(0)))
+    if workers <= 1:
+        for lang, (path, stamp) in stale.items():
+            _save(path, stamp, build_language(store, guides, lang))
+            yield lang
+        return
+    # spawn, not fork: the parent may already run threads (the embedder's, a server's) that a fork would copy
+    # mid-operation.
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        built = {pool.submit(_build_one, store.corpus_dir, store.languages, guides.directory, lang, *stale[lang]): lang
+                 for lang in stale}
+        for future in as_completed(built):
+            future.result()
+            yield built[future]
+
+
+def _build_one(corpus_dir: Path, languages: tuple[str, ...], guides_dir: Path, lang: str, path: Path,
+               stamp: str) -> None:
+    """In a worker process: one language's indexes, stored under `path`."""
+    _save(path, stamp, build_language(ProvisionStore(corpus_dir, languages), Guides(guides_dir), lang))
 
 
 def _fingerprint(files: Sequence[Path], lang: str) -> str:
