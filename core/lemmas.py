@@ -59,7 +59,7 @@ def table(lang: str, texts: Iterable[str], words_of: Callable[[str], list[str]])
 
 def texts_of(lang: str, corpus_dir: Path, guides: Guides) -> list[str]:
     """What the tables are built from: the language's provisions (headings included) and its guide lines."""
-    provisions = [f"{p.title}. {p.text}" for p in load_corpus(lang, corpus_dir)]
+    provisions = [p.headed_text for p in load_corpus(lang, corpus_dir)]
     return provisions + [line for lines in guides.lines(lang).values() for line in lines]
 
 

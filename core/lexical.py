@@ -158,8 +158,7 @@ class LanguageIndexes:
 
 
 def build_language(store: ProvisionStore, guides: Guides, lang: str) -> LanguageIndexes:
-    # The heading is part of what a provision is about ("Right to erasure"), so BM25 sees it once.
-    provisions = LexicalIndex.build([f"{p.title}. {p.text}" for p in store.provisions(lang)], lang)
+    provisions = LexicalIndex.build([p.headed_text for p in store.provisions(lang)], lang)
     lines = guides.lines(lang)
     # English questions have the dense model for inflection and paraphrase; other languages lean on
     # character n-grams ("gemeldet" vs "melden").

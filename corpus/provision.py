@@ -23,3 +23,9 @@ class Provision:
     def __post_init__(self):
         # JSON gives a list; a frozen record holds a tuple.
         object.__setattr__(self, "points", tuple(self.points))
+
+    @property
+    def headed_text(self) -> str:
+        """Its heading and its text: what word search reads, since the heading ("Right to erasure") is part of
+        what a provision is about."""
+        return f"{self.title}. {self.text}"

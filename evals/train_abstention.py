@@ -4,9 +4,9 @@ Fitted on the train split of `evals/data/abstention.jsonl` and on `evals/data/ab
 material only), which are also written to `core/abstention_exemplars.jsonl`: the labelled questions the bot embeds
 beside the Regulation, whose nearest ones are evidence (a training question is judged without its own kind's). The
 embedding axes and the regularisation (fixed below) and the thresholds are chosen on the dev split together with
-out-of-fold predictions for the training questions; the test split is reported once and never used for a choice. Questions that name a provision are left to the rules that decide them
-(core.abstain: one naming an existing provision is answered, one naming a provision that does not exist is
-declined), so they are not training material. Writes `core/abstention_model.json` (or
+out-of-fold predictions for the training questions; the test split is reported once and never used for a choice.
+Questions that name a provision are left to the rules that decide them (core.abstain: one naming an existing
+provision is answered, one naming a provision that does not exist is declined), so they are not training material. Writes `core/abstention_model.json` (or
 `--out`), the model the bot loads; tests/test_abstention.py checks it is the one this command produces.
 """
 from __future__ import annotations

@@ -34,9 +34,9 @@ def test_languages_without_a_snowball_stemmer_join_inflected_forms_through_their
 
 
 def test_the_committed_lemma_tables_are_what_the_builder_writes(components):
-    corpus_dir = components.store.corpus_file("en").parent  # built on first use
+    store = components.store  # builds the corpus on first use
     for lang in LEMMATISED:
-        texts = texts_of(lang, corpus_dir, Guides())
+        texts = texts_of(lang, store.corpus_dir, Guides())
         assert table(lang, texts, words) == lemma_file(lang).read_text("utf-8"), (
             f"corpus/lemmas/{lang}.tsv is stale: run python -m core.lemmas")
 
