@@ -6,8 +6,8 @@ In order:
 2. a question written in a script no official language uses is declined, saying which languages are served;
 3. a classifier learned from labelled questions (`evals/data/abstention*.jsonl`, trained by
    `python -m evals.train_abstention`) weighs what the question asks for (the embedding of its English
-   reading) against how close the Regulation is (similarities, fused scores, how much of the question the
-   provisions' words cover). Its classes are "answerable" and the kinds of question the articles cannot
+   reading, and the words and word pairs of that reading) against how close the Regulation is (similarities,
+   fused scores, how much of the question the provisions' words cover). Its classes are "answerable" and the kinds of question the articles cannot
    answer; the most likely kind is the reason given. A mention of a law, a country, a year or a court is not
    evidence either way: the training set holds such words in both classes.
 The threshold depends on what follows: extractive answers decline at the threshold chosen on the dev split;
@@ -16,8 +16,11 @@ an LLM, which gives its own not-in-the-sources verdict, is only spared what the 
 from __future__ import annotations
 
 import json
+import re
 import unicodedata
+from collections import Counter
 from dataclasses import dataclass
+from functools import cached_property
 from enum import Enum
 from pathlib import Path
 
@@ -66,11 +69,31 @@ class ModelMismatch(RuntimeError):
 
 
 @dataclass(frozen=True)
+class Features:
+    """What the classifier reads about a question."""
+
+    values: np.ndarray  # the embedding of its English reading, then the EVIDENCE_FEATURES
+    reading: str  # its English reading, whose words and word pairs are weighed too
+
+
+_READING_WORD = re.compile(r"\w\w+")
+
+
+def reading_terms(reading: str) -> list[str]:
+    """The words and adjacent word pairs of an English reading: "how many", "who heads" say what is asked for
+    more sharply than a few embedding axes, in every language, since other languages' questions are read
+    through their lexicons into English words."""
+    words = _READING_WORD.findall(reading.lower())
+    return words + [f"{a} {b}" for a, b in zip(words, words[1:])]
+
+
+@dataclass(frozen=True)
 class AbstentionModel:
-    """Two logistic regressions over the standardised [embedding's principal axes, evidence], as
-    evals.train_abstention fits them: one decides (answerable or not), the other names the kind of question it
-    is when declined. The embedding enters through a few axes of the training questions' own variation: read
-    whole, its 384 dimensions let the model learn the training kinds' wording rather than what they ask for."""
+    """Two logistic regressions, as evals.train_abstention fits them: one decides (answerable or not) over the
+    standardised [embedding's principal axes, evidence] and the TF-IDF of the reading's terms, the other names the
+    kind of question it is when declined, from the former alone. The embedding enters through a few axes of the
+    training questions' own variation: read whole, its 384 dimensions let the model learn the training kinds'
+    wording rather than what they ask for."""
 
     embedding_mean: np.ndarray
     embedding_axes: np.ndarray  # axes × embedding dimensions
@@ -79,6 +102,9 @@ class AbstentionModel:
     decision: np.ndarray  # weights of P(answerable); the last element is the intercept
     categories: tuple[str, ...]
     category_weights: np.ndarray  # categories × (features + 1)
+    reading_terms: tuple[str, ...]  # the terms of the readings' vocabulary
+    reading_idf: np.ndarray  # their inverse document frequencies
+    reading_weights: np.ndarray  # and their weights in P(answerable)
     thresholds: dict[str, float]  # by Strictness value: declined when P(answerable) is below it
     embedding_model: str
 
@@ -87,13 +113,20 @@ class AbstentionModel:
         data = json.loads(Path(path).read_text("utf-8"))
         return cls(np.array(data["embedding_mean"]), np.array(data["embedding_axes"]), np.array(data["mean"]),
                    np.array(data["scale"]), np.array(data["decision"]), tuple(data["categories"]),
-                   np.array(data["category_weights"]), dict(data["thresholds"]), data["embedding_model"])
+                   np.array(data["category_weights"]), tuple(data["reading_terms"]), np.array(data["reading_idf"]),
+                   np.array(data["reading_weights"]), dict(data["thresholds"]), data["embedding_model"])
 
     def to_json(self) -> dict:
         return {"embedding_mean": self.embedding_mean.tolist(), "embedding_axes": self.embedding_axes.tolist(),
                 "mean": self.mean.tolist(), "scale": self.scale.tolist(), "decision": self.decision.tolist(),
                 "categories": list(self.categories), "category_weights": self.category_weights.tolist(),
-                "thresholds": self.thresholds, "embedding_model": self.embedding_model}
+                "reading_terms": list(self.reading_terms), "reading_idf": self.reading_idf.tolist(),
+                "reading_weights": self.reading_weights.tolist(), "thresholds": self.thresholds,
+                "embedding_model": self.embedding_model}
+
+    @cached_property
+    def _term_position(self) -> dict[str, int]:
+        return {term: i for i, term in enumerate(self.reading_terms)}
 
     def inputs(self, features: np.ndarray) -> np.ndarray:
         """`features` (embedding, evidence) as the regressions read them: projected, then standardised."""
@@ -101,13 +134,24 @@ class AbstentionModel:
         projected = np.concatenate([self.embedding_axes @ (embedding - self.embedding_mean), evidence])
         return (projected - self.mean) / self.scale
 
-    def answerable(self, features: np.ndarray) -> float:
-        """P(answerable)."""
-        x = np.append(self.inputs(features), 1.0)
-        return float(1.0 / (1.0 + np.exp(-x @ self.decision)))
+    def reading_tfidf(self, reading: str) -> tuple[np.ndarray, np.ndarray]:
+        """The positions of the reading's known terms and their TF-IDF, as scikit-learn's TfidfVectorizer
+        (sublinear tf, L2-normalised) computes it."""
+        counts = Counter(t for t in reading_terms(reading) if t in self._term_position)
+        if not counts:
+            return np.zeros(0, dtype=int), np.zeros(0)
+        positions = np.array([self._term_position[t] for t in counts])
+        values = (1.0 + np.log(np.array(list(counts.values()), dtype=float))) * self.reading_idf[positions]
+        return positions, values / np.linalg.norm(values)
 
-    def category_probabilities(self, features: np.ndarray) -> dict[str, float]:
-        x = np.append(self.inputs(features), 1.0)
+    def answerable(self, features: Features) -> float:
+        """P(answerable)."""
+        x = np.append(self.inputs(features.values), 1.0)
+        positions, tfidf = self.reading_tfidf(features.reading)
+        return float(1.0 / (1.0 + np.exp(-(x @ self.decision + tfidf @ self.reading_weights[positions]))))
+
+    def category_probabilities(self, features: Features) -> dict[str, float]:
+        x = np.append(self.inputs(features.values), 1.0)
         logits = self.category_weights @ x
         exp = np.exp(logits - logits.max())
         return dict(zip(self.categories, (exp / exp.sum()).tolist()))
@@ -141,9 +185,9 @@ def _nearest(similarities: dict[str, float], label: str, exclude_kind: str | Non
     return float(np.mean(found[:EXEMPLAR_NEIGHBOURS])) if found else 0.0
 
 
-def features(retrieval: Retrieval, exclude_kind: str | None = None) -> np.ndarray:
-    """What the classifier reads about a question: its English reading's embedding and the scalar evidence.
-    `exclude_kind`: training only, so that a question is not judged by the exemplars of its own kind."""
+def features(retrieval: Retrieval, exclude_kind: str | None = None) -> Features:
+    """What the classifier reads about a question: its English reading, that reading's embedding and the scalar
+    evidence. `exclude_kind`: training only, so that a question is not judged by the exemplars of its own kind."""
     evidence = retrieval.evidence
     scalars = {
         "similarity_text": evidence.similarity_text, "similarity_guide": evidence.similarity_guide,
@@ -154,7 +198,7 @@ def features(retrieval: Retrieval, exclude_kind: str | None = None) -> np.ndarra
         "near_answerable": _nearest(evidence.exemplars, "a", exclude_kind),
     }
     vector = evidence.vector if evidence.vector is not None else np.zeros(0)
-    return np.concatenate([vector, [scalars[name] for name in EVIDENCE_FEATURES]])
+    return Features(np.concatenate([vector, [scalars[name] for name in EVIDENCE_FEATURES]]), evidence.english)
 
 
 def official_script_share(text: str) -> float:
@@ -196,7 +240,7 @@ class AbstentionPolicy:
             return None
         return Abstention(self.reason(values))
 
-    def reason(self, values: np.ndarray) -> AbstentionReason:
+    def reason(self, values: Features) -> AbstentionReason:
         """The reason of the most likely kind of unanswerable question, if the classifier is fairly sure of it."""
         probabilities = self.model.category_probabilities(values)
         category = max(probabilities, key=probabilities.get)

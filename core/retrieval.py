@@ -115,7 +115,8 @@ class Reading:
 class Evidence:
     """How close the question is to the Regulation, for the decision to answer or decline (core.abstain)."""
 
-    vector: np.ndarray | None  # the embedding of the question's English reading
+    english: str  # the question's English reading (the question itself in English)
+    vector: np.ndarray | None  # the embedding of that reading
     similarity_text: float  # best cosine similarity to a provision's text (0 without an embedding)
     similarity_guide: float  # to a guide line
     similarity_title: float  # to an article heading
@@ -231,8 +232,9 @@ class Retriever:
         exemplars = {}
         if reading.vector is not None and self.exemplars is not None:
             exemplars = next(iter(self.exemplars.search(reading.vector, EXEMPLAR_CANDIDATES).values()), {})
-        return Evidence(reading.vector, best("dense"), best("guide_dense"), best("title"), float(scores[order[0]]),
-                        float(scores[order[0]] - scores[order[1]]), len(tokens), share(known), share(top), exemplars)
+        return Evidence(reading.english, reading.vector, best("dense"), best("guide_dense"), best("title"),
+                        float(scores[order[0]]), float(scores[order[0]] - scores[order[1]]), len(tokens), share(known),
+                        share(top), exemplars)
 
     def english_reading(self, query: str, lang: str) -> str:
         return self.lexical.english_reading(query, lang)
