@@ -7,9 +7,9 @@ In order:
 3. a classifier learned from labelled questions (`evals/data/abstention*.jsonl`, trained by
    `python -m evals.train_abstention`) weighs what the question asks for (the embedding of its English
    reading, and the words and word pairs of that reading) against how close the Regulation is (similarities,
-   fused scores, how much of the question the provisions' words cover). Its classes are "answerable" and the kinds of question the articles cannot
-   answer; the most likely kind is the reason given. A mention of a law, a country, a year or a court is not
-   evidence either way: the training set holds such words in both classes.
+   fused scores, how much of the question the provisions' words cover). Its classes are "answerable" and the
+   kinds of question the articles cannot answer; the most likely kind is the reason given. A mention of a law, a
+   country, a year or a court is not evidence either way: the training set holds such words in both classes.
 The threshold depends on what follows: extractive answers decline at the threshold chosen on the dev split;
 an LLM, which gives its own not-in-the-sources verdict, is only spared what the classifier is sure of.
 """
@@ -20,8 +20,8 @@ import re
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass
-from functools import cached_property
 from enum import Enum
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -91,9 +91,9 @@ def reading_terms(reading: str) -> list[str]:
 class AbstentionModel:
     """Two logistic regressions, as evals.train_abstention fits them: one decides (answerable or not) over the
     standardised [embedding's principal axes, evidence] and the TF-IDF of the reading's terms, the other names the
-    kind of question it is when declined, from the former alone. The embedding enters through a few axes of the
-    training questions' own variation: read whole, its 384 dimensions let the model learn the training kinds'
-    wording rather than what they ask for."""
+    kind of question it is when declined, from the standardised inputs alone. The embedding enters through a few
+    axes of the training questions' own variation: read whole, its 384 dimensions let the model learn the training
+    kinds' wording rather than what they ask for."""
 
     embedding_mean: np.ndarray
     embedding_axes: np.ndarray  # axes × embedding dimensions

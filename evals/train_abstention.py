@@ -89,14 +89,18 @@ def fit(train: Sequence[Example], c: float, embedding_model: str) -> AbstentionM
     terms = TfidfVectorizer(analyzer=reading_terms, min_df=MIN_TERM_QUESTIONS, sublinear_tf=True)
     tfidf = terms.fit_transform([e.features.reading for e in train])
     answerable = np.array([e.question.is_answerable for e in train])
-    decision = LogisticRegression(C=c, max_iter=5000, class_weight="balanced").fit(
-        hstack([csr_matrix(z), READING_WEIGHT * tfidf]).tocsr(), answerable)
+    inputs = hstack([csr_matrix(z), READING_WEIGHT * tfidf]).tocsr()
+    decision = LogisticRegression(C=c, max_iter=5000, class_weight="balanced").fit(inputs, answerable)
     dense_weights, term_weights = decision.coef_[0][:z.shape[1]], decision.coef_[0][z.shape[1]:]
     kinds = LogisticRegression(C=c, max_iter=5000).fit(z[~answerable], [e.category for e in np.array(train)[~answerable]])
-    return AbstentionModel(axes.mean_, axes.components_, mean, scale, np.append(dense_weights, decision.intercept_[0]),
-                           tuple(kinds.classes_), np.hstack([kinds.coef_, kinds.intercept_[:, None]]),
-                           tuple(terms.get_feature_names_out()), terms.idf_, READING_WEIGHT * term_weights, {},
-                           embedding_model)
+    model = AbstentionModel(axes.mean_, axes.components_, mean, scale, np.append(dense_weights, decision.intercept_[0]),
+                            tuple(kinds.classes_), np.hstack([kinds.coef_, kinds.intercept_[:, None]]),
+                            tuple(terms.get_feature_names_out()), terms.idf_, READING_WEIGHT * term_weights, {},
+                            embedding_model)
+    # The bot computes P(answerable) itself, without scikit-learn: it must be the fitted regression's own.
+    if not np.allclose([model.answerable(e.features) for e in train], decision.predict_proba(inputs)[:, 1], atol=1e-6):
+        raise RuntimeError("AbstentionModel.answerable does not reproduce the fitted regression")
+    return model
 
 
 def out_of_fold(training: Sequence[Example], embedding_model: str, folds: int = 5) -> np.ndarray:
