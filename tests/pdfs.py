@@ -14,7 +14,10 @@ PAGES = (
     f"{INVOICES} After ten years the finance team shreds them.",
     "Job applications of rejected candidates are deleted six months after the vacancy has been filled.",
 )
-QUESTION = "How long are customer invoices kept in the finance archive?"
+# The Regulation answers it (storage limitation) and so does the policy (how long the company keeps them).
+QUESTION = "How long may we keep the personal data in customer invoices in the finance archive?"
+# Only the policy answers it: what the company does is not in the Regulation.
+FACT_QUESTION = "How long are customer invoices kept in the finance archive?"
 
 
 @functools.cache

@@ -21,6 +21,7 @@ from evals.fake_slack import (
 )
 from tests.helpers import bounded
 from tests.pdfs import (
+    FACT_QUESTION,
     INVOICES,
     QUESTION,
     encrypted_pdf,
@@ -62,8 +63,8 @@ async def posts_in(slack: LoopbackSlack, ts: str, count: int = 1) -> list[str]:
                                                                    timeout_s=WAIT_S)]
 
 
-async def ask(slack: LoopbackSlack, team: str, ts: str) -> dict:
-    await slack.post(event_body(mention(QUESTION, ts=ts, team=team), team=team))
+async def ask(slack: LoopbackSlack, team: str, ts: str, question: str = QUESTION) -> dict:
+    await slack.post(event_body(mention(question, ts=ts, team=team), team=team))
     [answer] = await slack.fake.wait_for("chat.postMessage", where=in_thread(ts), timeout_s=WAIT_S)
     return answer.params
 
@@ -117,6 +118,9 @@ async def test_admin_upload_in_a_channel_is_indexed_once_quoted_listed_and_forgo
         assert " ".join(quotes[0][1].split()) in page_text(data, 2) and INVOICES in quotes[0][1]
         assert "From your organisation's documents" in all_text(answer)
         assert re.search(r"^Art\. \d+", answer["text"], re.MULTILINE)  # the Regulation is quoted too, apart
+        fact = await ask(slack, team, "1700000000.000250", FACT_QUESTION)
+        assert "The Regulation doesn't cover this" in all_text(fact)
+        assert INVOICES in " ".join(all_text(fact).split()) and not re.search(r"^Art\. \d+", fact["text"], re.MULTILINE)
 
         elsewhere = await ask(slack, "TUPSLACK99", "1700000000.000300")
         assert "Retention.pdf" not in all_text(elsewhere)
