@@ -166,10 +166,11 @@ class Embedder:
         folder = Path(resolve_model_path(model))
         try:
             self._tokenizer = AutoTokenizer.from_pretrained(folder)
+            # Before the weights: a model this cannot pool is refused without loading them.
+            self._layout = SentenceLayout.read(folder, self._tokenizer.model_max_length)
             self._model = AutoModel.from_pretrained(folder).to(device).eval()
         except (OSError, ValueError) as exc:
             raise ModelLoadError(f"Could not load embedding model {model!r}: {exc}") from None
-        self._layout = SentenceLayout.read(folder, self._tokenizer.model_max_length)
         self._device = device
         self._dimension = int(self._model.config.hidden_size)
         # The tokenizer is not safe to use from two threads at once ("Already borrowed"): every use of it takes
