@@ -9,15 +9,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
 from bot.settings import load_settings
 from bot.wiring import Components
+from core.abstain import REASONS
 from core.embedding import quiet_model_loading
+from core.models import AbstentionReason
 from core.retrieval import ENGLISH, OTHER_LANGUAGES
 from evals import retrieval as retrieval_eval
 from evals.metrics import ABSTENTION_SET, RETRIEVAL_SETS, Question, load_questions
+from evals.train_abstention import RULE_CATEGORY
 
 
 def _sets(args) -> dict[str, list[Question]]:
@@ -87,21 +91,38 @@ def cmd_memory(args, components: Components) -> int:
     return 0
 
 
+def expected_reason(question: Question) -> AbstentionReason | None:
+    """The reason an unanswerable question of the team's sets should be declined with (None: no category)."""
+    if question.category == RULE_CATEGORY:
+        return AbstentionReason.NO_SUCH_PROVISION
+    return REASONS.get(question.category or "")
+
+
+def reason_counts(declined: list[tuple[Question, AbstentionReason]]) -> dict[str, int]:
+    """How the declined unanswerable questions were told why: the right reason, a wrong one, or the generic one."""
+    verdicts = Counter("generic" if reason == AbstentionReason.NOT_COVERED else
+                       "right" if reason == expected_reason(q) else "wrong"
+                       for q, reason in declined if expected_reason(q) is not None)
+    return {f"reason_{verdict}": verdicts[verdict] for verdict in ("right", "wrong", "generic")}
+
+
 def evaluate_abstention(service, questions) -> dict:
-    """Per split and language group: unanswerable questions declined and answerable ones refused, with counts."""
-    rows = [(q, service.ask(q.question).abstained) for q in questions]
+    """Per split and language group: unanswerable questions declined and answerable ones refused, with counts, and
+    whether the declined ones were given the right reason."""
+    rows = [(q, service.ask(q.question).abstention) for q in questions]
     groups: dict[str, dict] = {}
     for split in sorted({q.split or "all" for q, _ in rows}):
         for lang, keep in (("en", lambda q: q.lang == "en"), ("other", lambda q: q.lang != "en"), ("all", lambda q: True)):
-            chosen = [(q, declined) for q, declined in rows if (q.split or "all") == split and keep(q)]
-            unanswerable = [declined for q, declined in chosen if not q.is_answerable]
-            answerable = [declined for q, declined in chosen if q.is_answerable]
+            chosen = [(q, a) for q, a in rows if (q.split or "all") == split and keep(q)]
+            unanswerable = [(q, a) for q, a in chosen if not q.is_answerable]
+            answerable = [(q, a) for q, a in chosen if q.is_answerable]
             if chosen:
                 groups[f"{split}/{lang}"] = {
-                    "unanswerable": len(unanswerable), "declined": sum(unanswerable),
-                    "answerable": len(answerable), "refused": sum(answerable),
-                    "refused_ids": [q.id for q, declined in chosen if q.is_answerable and declined],
-                    "answered_ids": [q.id for q, declined in chosen if not q.is_answerable and not declined]}
+                    "unanswerable": len(unanswerable), "declined": sum(a is not None for _, a in unanswerable),
+                    "answerable": len(answerable), "refused": sum(a is not None for _, a in answerable),
+                    "refused_ids": [q.id for q, a in answerable if a is not None],
+                    "answered_ids": [q.id for q, a in unanswerable if a is None],
+                    **reason_counts([(q, a.reason) for q, a in unanswerable if a is not None])}
     return groups
 
 
@@ -123,11 +144,13 @@ def cmd_abstention(args, components: Components) -> int:
     if args.json:
         print(json.dumps(result))
         return 0
-    print(f"{'set':<12}{'split/lang':<14}{'unanswerable declined':>26}{'answerable refused':>24}")
+    print(f"{'set':<12}{'split/lang':<14}{'unanswerable declined':>26}{'answerable refused':>24}"
+          f"{'reason right / wrong / generic':>34}")
     for name, groups in result.items():
         for group, g in groups.items():
+            reasons = f"{g['reason_right']} / {g['reason_wrong']} / {g['reason_generic']}" if g["declined"] else "-"
             print(f"{name:<12}{group:<14}{_share(g['declined'], g['unanswerable']):>26}"
-                  f"{_share(g['refused'], g['answerable']):>24}")
+                  f"{_share(g['refused'], g['answerable']):>24}{reasons:>34}")
     return 0
 
 

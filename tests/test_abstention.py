@@ -101,6 +101,15 @@ def test_unanswerable_questions_are_declined_in_every_language_with_their_reason
     assert abstention is not None and abstention.reason in (reason, AbstentionReason.NOT_COVERED)
 
 
+@pytest.mark.parametrize("question, reason", [
+    ("Who is the current chair of the European Data Protection Board?", AbstentionReason.FACTS_AND_FIGURES),
+    ("What is the age of digital consent in Germany?", AbstentionReason.NATIONAL_LAW),
+])
+def test_a_question_plainly_of_one_kind_is_told_that_reason(policy, retriever, question, reason):
+    abstention = decide(policy, retriever, question)
+    assert abstention is not None and abstention.reason == reason
+
+
 def test_an_llm_is_spared_only_what_the_classifier_is_sure_of(components, retriever):
     model = components.abstention.model
     assert model.thresholds["llm"] <= model.thresholds["extractive"]
@@ -117,9 +126,15 @@ def test_a_model_trained_for_another_embedding_model_is_refused_with_how_to_retr
         AbstentionPolicy(components.store, AbstentionModel.load(), embedding_model="BAAI/bge-small-en-v1.5")
 
 
+# Retraining reads some 4,000 questions through retrieval: about 3 minutes on a quiet 2-core machine, twice that
+# on a busy one.
+RETRAINING_TIMEOUT = 1200
+
+
+@pytest.mark.timeout(RETRAINING_TIMEOUT)
 def test_the_committed_model_is_the_one_training_produces(components, data_dir):
     components.prepare()
     result = subprocess.run([sys.executable, "-m", "evals.train_abstention", "--check"], cwd=REPO, capture_output=True,
-                            text=True, timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1",
+                            text=True, timeout=RETRAINING_TIMEOUT, env={**os.environ, "HF_HUB_OFFLINE": "1",
                                                          "GDPRBOT_DATA_DIR": str(data_dir)})
     assert result.returncode == 0, result.stdout + result.stderr[-2000:]
