@@ -142,17 +142,17 @@ def scores(model: AbstentionModel, examples_: Sequence[Example], t: float) -> di
     return out
 
 
-def training_questions() -> list[Question]:
+def training_questions(evaluation_set: Path = ABSTENTION_SET, material: Path = ABSTENTION_TRAINING) -> list[Question]:
     """The train split and the training material, without what the rules decide. The splits are by kind, so that
     dev and test measure kinds of question the model never saw: training material of a held-out kind is refused."""
-    evaluation = load_questions(ABSTENTION_SET)
+    evaluation = load_questions(evaluation_set)
     questions = [q for q in evaluation if q.split == "train"]
-    questions += load_questions(ABSTENTION_TRAINING) if ABSTENTION_TRAINING.is_file() else []
+    questions += load_questions(material) if material.is_file() else []
     held_out = {q.kind for q in evaluation if q.split != "train"}
     shared = sorted({q.kind for q in questions} & held_out)
     if shared:
-        raise ValueError(f"training questions of kinds held out for dev or test: {', '.join(shared)}; "
-                         f"give them another kind or leave them out")
+        raise SystemExit(f"error: {material.name} or the train split holds questions of kinds held out for dev or "
+                         f"test: {', '.join(shared)}; give them another kind or leave them out")
     return [q for q in questions if q.category != RULE_CATEGORY and not find_references(q.question)]
 
 

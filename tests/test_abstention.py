@@ -1,6 +1,7 @@
 """Declining on evidence, not on words: the real retriever, the committed abstention model, every language."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -124,6 +125,22 @@ def test_an_llm_is_spared_only_what_the_classifier_is_sure_of(components, retrie
 def test_a_model_trained_for_another_embedding_model_is_refused_with_how_to_retrain(components):
     with pytest.raises(ModelMismatch, match="python -m evals.train_abstention"):
         AbstentionPolicy(components.store, AbstentionModel.load(), embedding_model="BAAI/bge-small-en-v1.5")
+
+
+def test_training_refuses_questions_of_a_kind_held_out_for_dev_or_test(tmp_path):
+    from evals.train_abstention import training_questions
+
+    def row(id_, split, kind):
+        return json.dumps({"id": id_, "question": "Who is the data protection officer of Acme?", "lang": "en",
+                           "expected": [], "answerable": False, "category": "person", "kind": kind, "split": split})
+
+    evaluation, material = tmp_path / "abstention.jsonl", tmp_path / "abstention_train.jsonl"
+    evaluation.write_text(row("a", "train", "office-holder") + "\n" + row("b", "test", "company-dpo-name") + "\n")
+    material.write_text(row("c", "train", "office-holder") + "\n")
+    assert [q.id for q in training_questions(evaluation, material)] == ["a", "c"]
+    material.write_text(row("c", "train", "company-dpo-name") + "\n")
+    with pytest.raises(SystemExit, match="company-dpo-name"):
+        training_questions(evaluation, material)
 
 
 # Retraining reads some 4,000 questions through retrieval: about 3 minutes on a quiet 2-core machine, twice that
