@@ -100,9 +100,9 @@ def expected_reason(question: Question) -> AbstentionReason | None:
 
 def reason_counts(declined: list[tuple[Question, AbstentionReason]]) -> dict[str, int]:
     """How the declined unanswerable questions were told why: the right reason, a wrong one, or the generic one."""
-    verdicts = Counter("generic" if reason == AbstentionReason.NOT_COVERED else
-                       "right" if reason == expected_reason(q) else "wrong"
-                       for q, reason in declined if expected_reason(q) is not None)
+    given_and_expected = [(reason, expected_reason(q)) for q, reason in declined]
+    verdicts = Counter("generic" if given == AbstentionReason.NOT_COVERED else "right" if given == expected else "wrong"
+                       for given, expected in given_and_expected if expected is not None)
     return {f"reason_{verdict}": verdicts[verdict] for verdict in ("right", "wrong", "generic")}
 
 

@@ -158,9 +158,10 @@ def training_questions(evaluation_set: Path = ABSTENTION_SET, material: Path = A
 
 def train(settings: Settings) -> tuple[AbstentionModel, dict, Components]:
     """Write the exemplars (the training questions), build the index with them, then fit and choose thresholds."""
-    write_exemplars(training_questions())
+    questions = training_questions()
+    write_exemplars(questions)
     components = Components(settings)
-    training = examples(components, training_questions(), training=True)
+    training = examples(components, questions, training=True)
     held_out = [q for q in load_questions(ABSTENTION_SET) if q.split in ("dev", "test")]
     data = examples(components, held_out)
     by_split = {split: [e for e in data if e.question.split == split] for split in ("dev", "test")}
